@@ -1,0 +1,77 @@
+"""The contract every inference backend implements.
+
+A backend is created cheaply, then :meth:`InferenceBackend.load` does the expensive
+part (session create, model load, warm-up) once per worker process. Flink UDFs call
+``load`` in ``open()`` and ``close`` in ``close()``; they never load per row.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import numpy as np
+
+__all__ = ["ColdStart", "EmbeddingBackend", "InferenceBackend"]
+
+In = TypeVar("In")
+
+
+@dataclass
+class ColdStart:
+    """Seconds spent in each start-up phase, for the benchmark's cold-start report."""
+
+    phases_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.phases_s.values())
+
+
+class InferenceBackend(abc.ABC, Generic[In]):
+    """Load a model, run batches, release resources.
+
+    Required: :meth:`load`, :meth:`infer_batch`. Hooks with defaults:
+    :meth:`batch_size` and :attr:`model_version`.
+    """
+
+    #: Short name used in metrics labels and config (``onnx``, ``triton``, ...).
+    name: str = "backend"
+
+    def __init__(self) -> None:
+        self.cold_start = ColdStart()
+
+    @abc.abstractmethod
+    def load(self) -> None:
+        """Do the expensive, one-off work. Idempotent."""
+
+    @abc.abstractmethod
+    def infer_batch(self, batch: Sequence[In]) -> np.ndarray:
+        """Run one batch; returns one output row per input, in input order."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, default is a no-op
+        """Release sessions, connections and device memory."""
+
+    def batch_size(self) -> int:
+        """Preferred number of inputs per ``infer_batch`` call."""
+        return 32
+
+    @property
+    def model_version(self) -> str:
+        """Identifies the exact model that produced an output (written with each row)."""
+        return "unknown"
+
+    def __enter__(self) -> InferenceBackend[In]:
+        self.load()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class EmbeddingBackend(InferenceBackend[str]):
+    """Text in, one float32 vector of :attr:`dim` per text out (L2-normalised)."""
+
+    dim: int = 0

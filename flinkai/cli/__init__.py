@@ -1,0 +1,1 @@
+"""The ``flinkai`` command line: one module per command group, each with ``register()``."""
