@@ -1,0 +1,109 @@
+"""Validate raw click events; every bad one gets a stable reason code.
+
+Events arrive as raw Kafka bytes (the source table uses the ``raw`` format) so
+that invalid UTF-8 and broken JSON reach this code instead of being dropped or
+failing the job inside a format deserialiser.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import Enum
+
+__all__ = ["ClickEvent", "Invalid", "Reason", "parse_click", "parse_clicks"]
+
+
+class Reason(str, Enum):
+    """Dead-letter reason codes; part of the DLQ record contract."""
+
+    EMPTY_PAYLOAD = "empty_payload"
+    INVALID_UTF8 = "invalid_utf8"
+    NOT_JSON = "not_json"
+    NOT_OBJECT = "not_object"
+    MISSING_FIELD = "missing_field"
+    INVALID_FIELD = "invalid_field"
+    EMPTY_TEXT = "empty_text"
+    OVERSIZED_TEXT = "oversized_text"
+    INFERENCE_FAILED = "inference_failed"
+
+
+@dataclass(frozen=True)
+class ClickEvent:
+    """A valid click event; ``event_time`` normalised to ISO-8601 UTC with milliseconds."""
+
+    user_id: str
+    click_text: str
+    event_time: str
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Why an event was rejected."""
+
+    reason: Reason
+    detail: str
+
+
+REQUIRED_FIELDS = ("user_id", "click_text", "event_time")
+
+
+def _event_time(value: object) -> str | None:
+    """Accept epoch milliseconds or an ISO-8601 string; None when unparseable."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        try:
+            dt = datetime.fromtimestamp(value / 1000.0, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    elif isinstance(value, str):
+        try:
+            dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)  # naive times are taken as UTC, documented in the README
+    else:
+        return None
+    return dt.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_click(payload: bytes | None, max_text_bytes: int) -> ClickEvent | Invalid:
+    """Validate one raw event."""
+    if not payload:
+        return Invalid(Reason.EMPTY_PAYLOAD, "record value is empty or null")
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return Invalid(Reason.INVALID_UTF8, f"byte {e.start}: {e.reason}")
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        return Invalid(Reason.NOT_JSON, f"line {e.lineno} column {e.colno}: {e.msg}")
+    if not isinstance(obj, dict):
+        return Invalid(Reason.NOT_OBJECT, f"expected a JSON object, got {type(obj).__name__}")
+    missing = [f for f in REQUIRED_FIELDS if obj.get(f) is None]
+    if missing:
+        return Invalid(Reason.MISSING_FIELD, ", ".join(missing))
+    user_id, click_text = obj["user_id"], obj["click_text"]
+    if not isinstance(user_id, str | int) or isinstance(user_id, bool):
+        return Invalid(Reason.INVALID_FIELD, "user_id must be a string or an integer")
+    if not isinstance(click_text, str):
+        return Invalid(Reason.INVALID_FIELD, "click_text must be a string")
+    event_time = _event_time(obj["event_time"])
+    if event_time is None:
+        return Invalid(Reason.INVALID_FIELD, "event_time must be ISO-8601 or epoch milliseconds")
+    if not click_text.strip():
+        return Invalid(Reason.EMPTY_TEXT, "click_text is empty or whitespace")
+    size = len(click_text.encode("utf-8"))
+    if size > max_text_bytes:
+        return Invalid(Reason.OVERSIZED_TEXT, f"click_text is {size} bytes; limit {max_text_bytes}")
+    return ClickEvent(str(user_id), click_text, event_time)
+
+
+def parse_clicks(payloads: Iterable[bytes | None], max_text_bytes: int) -> Sequence[ClickEvent | Invalid]:
+    """Validate a batch (one Arrow batch of a pandas UDF)."""
+    return [parse_click(p, max_text_bytes) for p in payloads]

@@ -1,0 +1,1 @@
+"""Flink glue: jars, SQL script parsing, TableEnvironment set-up and the script runner."""

@@ -1,0 +1,115 @@
+"""Build a Flink ``TableEnvironment`` wired for flinkai.
+
+Centralises the settings a user should never have to remember: the Python
+interpreter for UDF workers (left unset, Flink uses whatever ``python`` is on PATH
+and, without pyflink there, hangs), the UDF module folder, the connector jars,
+Arrow/bundle sizes, and the config shipped to workers as a job parameter.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flinkai.config import Config
+from flinkai.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyflink.table import TableEnvironment
+
+__all__ = [
+    "CONFIG_JOB_PARAMETER",
+    "Target",
+    "config_from_function_context",
+    "create_table_env",
+    "decode_config",
+    "encode_config",
+]
+
+#: Job parameter carrying the resolved flinkai config to Python workers.
+CONFIG_JOB_PARAMETER = "flinkai.config"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the job runs: the embedded MiniCluster (``jobmanager=None``) or a remote cluster."""
+
+    jobmanager: str | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.jobmanager is None
+
+    def flink_settings(self) -> dict[str, str]:
+        if self.jobmanager is None:
+            return {}
+        host, sep, port = self.jobmanager.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError(f"--jobmanager must be host:port, got {self.jobmanager!r}")
+        return {"execution.target": "remote", "rest.address": host, "rest.port": port}
+
+
+def encode_config(config: Config) -> str:
+    # base64 because global job parameters are a "k:v,k:v" string: JSON would break it.
+    return base64.urlsafe_b64encode(config.to_json().encode()).decode()
+
+
+def decode_config(value: str) -> Config:
+    return Config.from_json(base64.urlsafe_b64decode(value.encode()).decode())
+
+
+def flink_settings(
+    config: Config, jars: list[Path], python_files: list[Path], target: Target
+) -> dict[str, str]:
+    """All Flink options the runner sets, as strings (testable without a JVM)."""
+    rt = config.runtime
+    settings = {
+        "python.executable": sys.executable,
+        "python.client.executable": sys.executable,
+        "parallelism.default": str(rt.parallelism),
+        "python.fn-execution.arrow.batch.size": str(rt.arrow_batch_size),
+        "python.fn-execution.bundle.size": str(rt.python_bundle_size),
+        "python.fn-execution.bundle.time": str(rt.python_bundle_time_ms),
+        "pipeline.global-job-parameters": f"{CONFIG_JOB_PARAMETER}:{encode_config(config)}",
+    }
+    if rt.arrow_batch_size > rt.python_bundle_size:
+        # Flink rejects an Arrow batch larger than the bundle; say so before the JVM does.
+        raise ConfigError(
+            "runtime.arrow_batch_size must not exceed runtime.python_bundle_size "
+            f"({rt.arrow_batch_size} > {rt.python_bundle_size})"
+        )
+    if jars:
+        settings["pipeline.jars"] = ";".join(p.resolve().as_uri() for p in jars)
+    if python_files:
+        settings["python.files"] = ",".join(str(p.resolve()) for p in python_files)
+    if rt.checkpoint_interval_ms > 0:
+        settings["execution.checkpointing.interval"] = f"{rt.checkpoint_interval_ms} ms"
+    settings.update(target.flink_settings())
+    settings.update({str(k): str(v) for k, v in rt.flink_conf.items()})
+    return settings
+
+
+def create_table_env(
+    config: Config, jars: list[Path], python_files: list[Path], target: Target
+) -> TableEnvironment:
+    """A streaming ``TableEnvironment`` with flinkai's settings applied."""
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    settings = flink_settings(config, jars, python_files, target)
+    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    conf = env.get_config()
+    for key, value in settings.items():
+        conf.set(key, value)
+    return env
+
+
+def config_from_function_context(context: object) -> Config:
+    """The config the runner shipped to this worker; local config when run elsewhere."""
+    from flinkai.config import load_config
+
+    get = getattr(context, "get_job_parameter", None)
+    value = get(CONFIG_JOB_PARAMETER, "") if get is not None else ""
+    return decode_config(value) if value else load_config()

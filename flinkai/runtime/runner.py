@@ -1,0 +1,238 @@
+"""Run a multi-statement Flink SQL script as one Flink job.
+
+Statements run in order. ``SET`` goes into the table config, DDL runs at once, and
+every ``INSERT`` is collected into one statement set, so a script with a result
+sink and a dead-letter sink becomes a single job that reads its source once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import re
+import socket
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flinkai.config import Config
+from flinkai.errors import FlinkAIError, SetupError
+from flinkai.runtime.environment import Target, create_table_env
+from flinkai.runtime.errors import JobFailed, ScriptError
+from flinkai.runtime.jars import connector_jars
+from flinkai.runtime.java_errors import summarize_java_error
+from flinkai.runtime.script import Kind, Script, Statement, parse_script, parse_set, substitute
+
+__all__ = ["RunOptions", "RunResult", "default_udf_dirs", "load_script", "run_script"]
+
+log = logging.getLogger(__name__)
+
+_KAFKA_CONNECTOR_RE = re.compile(r"'connector'\s*=\s*'(upsert-)?kafka'", re.I)
+_BOOTSTRAP_RE = re.compile(r"'properties\.bootstrap\.servers'\s*=\s*'([^']+)'", re.I)
+_PY_FUNCTION_RE = re.compile(
+    r"^CREATE\s+(?:TEMPORARY\s+)?(?:SYSTEM\s+)?FUNCTION\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+    r"(\S+)\s+AS\s+'([^']+)'\s+LANGUAGE\s+PYTHON",
+    re.I | re.S,
+)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a script."""
+
+    target: Target = field(default_factory=Target)
+    #: ``${NAME}`` values given on the command line; they win over env and config.
+    variables: Mapping[str, str] = field(default_factory=dict)
+    #: Folders with UDF modules, shipped to workers via ``python.files``.
+    udf_dirs: tuple[Path, ...] = ()
+    #: Block until the job ends (bounded sources) or is interrupted.
+    wait: bool = True
+    #: Give up waiting after this long; the job is cancelled. 0 waits forever.
+    timeout_s: float = 0.0
+    #: Check that every Kafka bootstrap address accepts TCP connections first.
+    probe_kafka: bool = True
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What happened to the job."""
+
+    job_id: str | None
+    status: str
+    duration_s: float
+    statements: int
+
+
+def default_udf_dirs(script_path: Path) -> tuple[Path, ...]:
+    """``udfs/`` next to the script's ``jobs/`` folder, else the checkout's."""
+    from flinkai.paths import repo_root
+
+    candidates = [script_path.resolve().parent.parent / "udfs"]
+    root = repo_root()
+    if root is not None:
+        candidates.append(root / "udfs")
+    return tuple(dict.fromkeys(p for p in candidates if p.is_dir()))
+
+
+def _lookup(config: Config, variables: Mapping[str, str]) -> Callable[[str], str | None]:
+    builtins = {"KAFKA_BOOTSTRAP": config.kafka.bootstrap_servers}
+
+    def get(name: str) -> str | None:
+        for source in (variables, os.environ, config.vars, builtins):
+            if name in source:
+                return str(source[name])
+        return None
+
+    return get
+
+
+def load_script(path: Path, config: Config, variables: Mapping[str, str]) -> Script:
+    """Read, fill placeholders and parse a script."""
+    if not path.is_file():
+        raise ScriptError(f"SQL script not found: {path}")
+    text = substitute(path.read_text(encoding="utf-8"), _lookup(config, variables), path)
+    return parse_script(text, path)
+
+
+def _probe(address: str, timeout_s: float = 3.0) -> bool:
+    host, _, port = address.strip().rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def _preflight(script: Script, options: RunOptions) -> list[Path]:
+    """Checks that turn late, cryptic job failures into early, precise errors."""
+    jars: list[Path] = []
+    for stmt in script.statements:
+        if _KAFKA_CONNECTOR_RE.search(stmt.text) and not jars:
+            try:
+                jars = connector_jars()
+            except SetupError as e:
+                raise ScriptError(f"{script.where(stmt)}: {e}") from e
+        for servers in _BOOTSTRAP_RE.findall(stmt.text) if options.probe_kafka else ():
+            dead = [a for a in servers.split(",") if not _probe(a)]
+            if dead and len(dead) == len(servers.split(",")):
+                raise ScriptError(
+                    f"{script.where(stmt)}: Kafka is unreachable at {servers} "
+                    "(start a local broker with `flinkai kafka start`, or set KAFKA_BOOTSTRAP)"
+                )
+        m = _PY_FUNCTION_RE.match(stmt.text)
+        if m:
+            _check_udf(script, stmt, m.group(1), m.group(2), options.udf_dirs)
+    return jars
+
+
+def _check_udf(script: Script, stmt: Statement, name: str, target: str, dirs: tuple[Path, ...]) -> None:
+    module_name, _, attr = target.rpartition(".")
+    if not module_name:
+        raise ScriptError(f"{script.where(stmt)}: function {name}: expected 'module.attribute', got {target!r}")
+    added = [str(d) for d in dirs if str(d) not in sys.path]
+    sys.path[:0] = added
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        searched = ", ".join(str(d) for d in dirs) or "(no udfs/ folder found)"
+        raise ScriptError(
+            f"{script.where(stmt)}: function {name}: cannot import module {module_name!r} "
+            f"(searched {searched}): {e}"
+        ) from e
+    finally:
+        for d in added:
+            sys.path.remove(d)
+    if not hasattr(module, attr):
+        raise ScriptError(f"{script.where(stmt)}: function {name}: module {module_name!r} has no {attr!r}")
+
+
+def _fail(script: Script, stmt: Statement, exc: BaseException) -> ScriptError:
+    return ScriptError(
+        f"{script.where(stmt)}: {summarize_java_error(exc)}\n  in statement: {stmt.summary}"
+    )
+
+
+def run_script(
+    path: str | Path,
+    config: Config,
+    options: RunOptions | None = None,
+    on_submit: Callable[[str], None] | None = None,
+) -> RunResult:
+    """Run a SQL script; raises :class:`ScriptError` or :class:`JobFailed` with file:line."""
+    options = options or RunOptions()
+    path = Path(path)
+    udf_dirs = options.udf_dirs or default_udf_dirs(path)
+    options = RunOptions(**{**options.__dict__, "udf_dirs": udf_dirs})
+    script = load_script(path, config, options.variables)
+    if not script.statements:
+        raise ScriptError(f"{path}: no statements")
+    jars = _preflight(script, options)
+    started = time.monotonic()
+    t_env = create_table_env(config, jars, list(udf_dirs), options.target)
+    statement_set = t_env.create_statement_set()
+    inserts: list[Statement] = []
+    for stmt in script.statements:
+        try:
+            if stmt.kind is Kind.SET:
+                key, value = parse_set(stmt)
+                t_env.get_config().set(key, value)
+            elif stmt.kind is Kind.RESET:
+                continue  # options are per script run; nothing lingers to reset
+            elif stmt.kind is Kind.INSERT:
+                statement_set.add_insert_sql(stmt.text)
+                inserts.append(stmt)
+            elif stmt.kind is Kind.QUERY:
+                t_env.execute_sql(stmt.text).print()
+            else:
+                t_env.execute_sql(stmt.text)
+        except FlinkAIError:
+            raise
+        except Exception as e:  # Py4J surfaces every Java error as some Exception subclass
+            raise _fail(script, stmt, e) from e
+    if not inserts:
+        return RunResult(None, "NO_INSERT", time.monotonic() - started, len(script.statements))
+    try:
+        result = statement_set.execute()
+    except Exception as e:
+        raise _fail(script, inserts[0], e) from e
+    job_id = _job_id(result)
+    if on_submit and job_id:
+        on_submit(job_id)
+    if not options.wait:
+        return RunResult(job_id, "SUBMITTED", time.monotonic() - started, len(script.statements))
+    status = _wait(result, script, options.timeout_s)
+    return RunResult(job_id, status, time.monotonic() - started, len(script.statements))
+
+
+def _job_id(result: Any) -> str | None:
+    client = result.get_job_client()
+    return str(client.get_job_id()) if client is not None else None
+
+
+def _wait(result: Any, script: Script, timeout_s: float) -> str:
+    try:
+        if timeout_s > 0:
+            result.wait(int(timeout_s * 1000))
+        else:
+            result.wait()
+    except KeyboardInterrupt:
+        _cancel(result)
+        raise
+    except Exception as e:
+        text = str(e)
+        if "TimeoutException" in text or "timeout" in type(e).__name__.lower():
+            _cancel(result)
+            raise JobFailed(f"{script.path}: job did not finish within {timeout_s:.0f} s; cancelled") from e
+        raise JobFailed(f"{script.path}: job failed:\n  {summarize_java_error(e)}") from e
+    return "FINISHED"
+
+
+def _cancel(result: Any) -> None:
+    client = result.get_job_client()
+    if client is not None:
+        log.warning("cancelling job %s", client.get_job_id())
+        client.cancel().result()

@@ -1,0 +1,53 @@
+"""``text_to_vector``: text embedding as a vectorised (pandas) SQL function.
+
+    CREATE TEMPORARY FUNCTION text_to_vector AS 'vectorizer.text_to_vector' LANGUAGE PYTHON;
+    SELECT text_to_vector(click_text).embedding, text_to_vector(click_text).model_version ...
+
+Returns ROW<embedding ARRAY<FLOAT>, model_version STRING, error STRING>. The model is
+loaded once per worker process in ``open()`` and shared by every instance there.
+"""
+
+import pandas as pd
+from pyflink.table import DataTypes
+from pyflink.table.udf import FunctionContext, ScalarFunction, udf
+
+from flinkai.functions.embedding import EmbeddingFunction
+from flinkai.runtime.environment import config_from_function_context
+
+__all__ = ["text_to_vector"]
+
+EMBEDDING_ROW = DataTypes.ROW(
+    [
+        DataTypes.FIELD("embedding", DataTypes.ARRAY(DataTypes.FLOAT())),
+        DataTypes.FIELD("model_version", DataTypes.STRING()),
+        DataTypes.FIELD("error", DataTypes.STRING()),
+    ]
+)
+
+
+class _TextToVector(ScalarFunction):
+    def open(self, function_context: FunctionContext) -> None:
+        self._fn = EmbeddingFunction(config_from_function_context(function_context))
+        self._fn.open()
+        group = function_context.get_metric_group().add_group("flinkai")
+        self._rows = group.counter("embedded_rows")
+        self._failed = group.counter("embedding_failed_rows")
+
+    def eval(self, texts: pd.Series) -> pd.DataFrame:
+        result = self._fn(list(texts))
+        failed = sum(e is not None for e in result.errors)
+        self._rows.inc(len(texts) - failed)
+        self._failed.inc(failed)
+        return pd.DataFrame(
+            {
+                "embedding": result.embeddings,
+                "model_version": [result.model_version] * len(texts),
+                "error": result.errors,
+            }
+        )
+
+    def close(self) -> None:
+        self._fn.close()
+
+
+text_to_vector = udf(_TextToVector(), result_type=EMBEDDING_ROW, func_type="pandas")
