@@ -31,7 +31,9 @@ COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="flinkai", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="flinkai", description="flinkai: AI functions for Apache Flink SQL jobs"
+    )
     parser.add_argument("--version", action="version", version=f"flinkai {__version__}")
     parser.add_argument("--config", help="YAML config file (default: configs/default.yaml)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -55,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
+    # Beam (PyFlink's Python runtime) logs internals at INFO; keep the CLI's output readable.
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
     try:
         code: int = args.handler(args)
     except FlinkAIError as e:

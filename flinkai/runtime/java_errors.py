@@ -53,6 +53,11 @@ def _python_error(text: str) -> str | None:
     return candidates[-1] if candidates else None
 
 
+def _short_class(line: str) -> str:
+    """``org.apache.flink.table.api.ValidationException: m`` -> ``ValidationException: m``."""
+    return re.sub(r"^(?:[a-z_][\w]*\.)+([A-Z]\w*(?:\$\w+)?)(?=:|$)", r"\1", line)
+
+
 def summarize_java_error(exc: BaseException, max_lines: int = 3) -> str:
     """The top-level message and the root cause, without stack frames."""
     causes = _causes_from_py4j(exc) or _causes_from_text(str(exc))
@@ -60,8 +65,10 @@ def summarize_java_error(exc: BaseException, max_lines: int = 3) -> str:
     py = _python_error(str(exc)) or next(filter(None, (_python_error(c) for c in causes)), None)
     picked: list[str] = []
     for c in ([causes[0]] if causes else []) + causes[-(max_lines - 1) :]:
-        first = c.splitlines()[0].strip()
-        if first and first not in picked:
+        first = _short_class(c.splitlines()[0].strip())
+        message = first.split(": ", 1)[-1]
+        # Java wrappers repeat their cause's message; keep each message once.
+        if first and not any(message in p for p in picked):
             picked.append(first)
     if py:
         picked.append(f"Python error in a UDF: {py}")
