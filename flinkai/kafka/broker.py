@@ -1,0 +1,664 @@
+"""A real single-node Kafka broker on loopback, for local runs and integration tests.
+
+:class:`LocalKafka` runs Apache Kafka in KRaft combined mode (broker and controller
+in one JVM) from the jars ``flinkai setup`` resolves. Everything it owns lives in
+one data dir::
+
+    server.properties   generated broker config (rewritten on every start)
+    log4j2.properties   sends the broker's log to broker.log, not to our stdout
+    broker.log          the broker's own log
+    broker.out          JVM stdout/stderr (crashes before logging is up)
+    broker.pid          pid of the running broker
+    broker.port         its client port
+    kraft-logs/         Kafka's log dir (topic data and the metadata log)
+
+The pid and port files let ``flinkai kafka start`` leave the broker running in the
+background and a later ``flinkai kafka status`` / ``stop`` find it from another
+process. A pid is only trusted when its command line shows this data dir's
+``server.properties``, so a recycled pid is never signalled.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from flinkai.config import KafkaConfig
+from flinkai.errors import SetupError
+from flinkai.kafka.admin import describe_cluster
+from flinkai.kafka.errors import BrokerUnavailableError
+from flinkai.paths import cache_root, jars_dir
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_JVM_OPTIONS",
+    "BrokerStatus",
+    "LocalKafka",
+    "default_data_dir",
+    "free_port",
+    "new_cluster_id",
+    "port_in_use",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+_LOG_TAIL_LINES = 30
+_OUT_TAIL_LINES = 10
+_NODE_ID = 1
+
+#: JVM flags besides the heap. C1-only compilation cuts start-up by about a third on
+#: small machines; a local broker is never the bottleneck, so peak JIT speed is not missed.
+DEFAULT_JVM_OPTIONS: tuple[str, ...] = (
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:TieredStopAtLevel=1",
+)
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    """What :meth:`LocalKafka.status` found.
+
+    Attributes:
+        running: A broker process for this data dir is alive.
+        data_dir: The data dir that was checked.
+        pid: Its process id, when running.
+        host: Host of its client listener.
+        port: Its client port, when running.
+        listening: The client port accepts TCP connections.
+    """
+
+    running: bool
+    data_dir: Path
+    pid: int | None = None
+    host: str = DEFAULT_HOST
+    port: int | None = None
+    listening: bool = False
+
+    @property
+    def bootstrap(self) -> str | None:
+        """``host:port`` for clients, or ``None`` when not running."""
+        return f"{self.host}:{self.port}" if self.running and self.port else None
+
+
+def default_data_dir() -> Path:
+    """Where the local broker keeps its data unless told otherwise."""
+    return cache_root() / "kafka"
+
+
+def free_port(host: str = DEFAULT_HOST) -> int:
+    """A TCP port on ``host`` that nothing listens on right now.
+
+    The OS picks it; another process may still take it before it is used, so bind
+    soon after asking.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def port_in_use(port: int, host: str = DEFAULT_HOST) -> bool:
+    """Whether binding ``host:port`` would fail because something holds it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # Same option the JVM sets, so sockets of a broker that just stopped
+        # (TIME_WAIT) do not count as "in use".
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def new_cluster_id() -> str:
+    """A random KRaft cluster id in Kafka's format (URL-safe base64 of a UUID, no padding)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        # Kafka's own generator rejects ids starting with '-': they read as CLI flags.
+        if not text.startswith("-"):
+            return text
+
+
+def _tcp_open(host: str, port: int, timeout_s: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _tail(path: Path, lines: int) -> list[str]:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            # Enough bytes for a few hundred typical lines; a tail never needs the whole file.
+            f.seek(max(0, size - 64 * 1024))
+            text = f.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    return text.splitlines()[-lines:]
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\")
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A child of ours that exited stays a zombie until reaped; reap it if it is ours.
+    try:
+        reaped, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        reaped = 0
+    if reaped == pid:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    # Field 3 is the state; the command name before it is in parentheses and may hold spaces.
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+class LocalKafka:
+    """A single-node KRaft Kafka broker running as a child JVM.
+
+    Use it as a context manager, or call :meth:`start` and :meth:`stop`. The broker
+    keeps running after the Python process that started it exits (that is how
+    ``flinkai kafka start`` works); any :class:`LocalKafka` for the same data dir
+    can then report on it or stop it.
+
+    Example:
+        >>> with LocalKafka(tmp_path, port=free_port()) as kafka:  # doctest: +SKIP
+        ...     create_topics(kafka.bootstrap, ["in"])
+
+    Args:
+        data_dir: Folder for config, logs, pid file and topic data; created if needed.
+            Defaults to :func:`default_data_dir`.
+        port: Client port; ``None`` or 0 picks a free one.
+        controller_port: KRaft controller port; ``None`` reuses the one this data dir
+            was started with before, else picks a free one.
+        host: Address both listeners bind to and clients connect to.
+        auto_create_topics: Let producers and consumers create topics on demand.
+            Off by default: flinkai creates topics explicitly, so a typo fails loudly.
+        heap: JVM ``-Xmx``.
+        jvm_options: Further JVM flags (GC, JIT); see :data:`DEFAULT_JVM_OPTIONS`.
+        start_timeout_s: How long :meth:`start` waits for the broker to serve requests.
+        jars: Folder of the broker jars; defaults to ``jars_dir("kafka")``.
+        java: ``java`` executable; defaults to ``$JAVA_HOME/bin/java``, then PATH.
+        properties: Extra ``server.properties`` entries; they win over the generated ones.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        port: int | None = None,
+        *,
+        controller_port: int | None = None,
+        host: str = DEFAULT_HOST,
+        auto_create_topics: bool = False,
+        heap: str = "512m",
+        jvm_options: Sequence[str] = DEFAULT_JVM_OPTIONS,
+        start_timeout_s: float = 60.0,
+        jars: str | Path | None = None,
+        java: str | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        # Absolute: the pid check matches this path against the broker's command line.
+        self.data_dir = Path(data_dir or default_data_dir()).expanduser().resolve()
+        self.host = host
+        self.port = port or free_port(host)
+        self._controller_port = controller_port
+        self.auto_create_topics = auto_create_topics
+        self.heap = heap
+        self.jvm_options = tuple(jvm_options)
+        self.start_timeout_s = start_timeout_s
+        self.jars = Path(jars) if jars else jars_dir("kafka")
+        self._java = java
+        self.properties = dict(properties or {})
+        self._proc: subprocess.Popen[bytes] | None = None
+        #: Seconds the last successful :meth:`start` took from launch to ready.
+        self.start_seconds: float | None = None
+
+    @classmethod
+    def from_config(
+        cls,
+        config: KafkaConfig,
+        *,
+        port: int | None = None,
+        data_dir: str | Path | None = None,
+    ) -> LocalKafka:
+        """A broker set up from the ``kafka`` config section; arguments override it."""
+        return cls(
+            data_dir=data_dir or config.local_data_dir or None,
+            port=port if port is not None else config.local_port,
+            start_timeout_s=config.local_start_timeout_s,
+        )
+
+    # -- files in the data dir -------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` this object starts the broker on.
+
+        For a broker another process started, :meth:`status` reads the port it runs on.
+        """
+        return f"{self.host}:{self.port}"
+
+    @property
+    def properties_file(self) -> Path:
+        """The generated ``server.properties``."""
+        return self.data_dir / "server.properties"
+
+    @property
+    def log_file(self) -> Path:
+        """The broker's log."""
+        return self.data_dir / "broker.log"
+
+    @property
+    def log_dir(self) -> Path:
+        """Kafka's ``log.dirs``: topic partitions and the KRaft metadata log."""
+        return self.data_dir / "kraft-logs"
+
+    @property
+    def _out_file(self) -> Path:
+        return self.data_dir / "broker.out"
+
+    @property
+    def _pid_file(self) -> Path:
+        return self.data_dir / "broker.pid"
+
+    @property
+    def _port_file(self) -> Path:
+        return self.data_dir / "broker.port"
+
+    @property
+    def _log4j_file(self) -> Path:
+        return self.data_dir / "log4j2.properties"
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def __enter__(self) -> LocalKafka:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> str:
+        """Format the data dir if new, launch the broker and wait until it serves requests.
+
+        Returns:
+            The bootstrap address.
+
+        Raises:
+            SetupError: Jars or Java missing, a port already taken, a broker for this
+                data dir already running, or the broker died or was not ready within
+                ``start_timeout_s`` (the message carries the end of its log).
+        """
+        running = self._running_pid()
+        if running is not None:
+            port = self._read_int(self._port_file)
+            where = f" at {self.host}:{port}" if port else ""
+            raise SetupError(
+                f"a Kafka broker for {self.data_dir} is already running (pid {running}{where}); "
+                "stop it first with `flinkai kafka stop`"
+            )
+        self._remove_state_files()
+        java = self._find_java()
+        self._check_jars()
+        controller_port = self._pick_controller_port()
+        for role, port in (("client", self.port), ("controller", controller_port)):
+            if port_in_use(port, self.host):
+                raise SetupError(
+                    f"cannot start Kafka: {role} port {self.host}:{port} is already in use by "
+                    "another process; choose another port (--port) or stop what listens there"
+                )
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._write_config(controller_port)
+        if not (self.log_dir / "meta.properties").is_file():
+            self._format(java)
+
+        cmd = [
+            java,
+            f"-Xmx{self.heap}",
+            *self.jvm_options,
+            # An OOM broker would otherwise limp on and fail requests at random.
+            "-XX:+ExitOnOutOfMemoryError",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self._log4j_file}",
+            f"-Dkafka.logs.dir={self.data_dir}",
+            "-cp",
+            str(self.jars / "*"),
+            "kafka.Kafka",
+            str(self.properties_file),
+        ]
+        log.info("starting Kafka broker on %s (data dir %s)", self.bootstrap, self.data_dir)
+        began = time.monotonic()
+        with self._out_file.open("wb") as out:
+            self._proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                cwd=self.data_dir,
+                # Its own session: a Ctrl-C meant for our foreground process must not
+                # kill a broker that was started to outlive it.
+                start_new_session=True,
+            )
+        try:
+            self._pid_file.write_text(f"{self._proc.pid}\n")
+            self._port_file.write_text(f"{self.port}\n")
+            self._wait_ready(began + self.start_timeout_s)
+        except BaseException:
+            self._terminate(self._proc.pid, grace_s=5.0)
+            self._remove_state_files()
+            raise
+        self.start_seconds = time.monotonic() - began
+        log.info("Kafka broker ready on %s after %.1fs", self.bootstrap, self.start_seconds)
+        return self.bootstrap
+
+    def stop(self, timeout_s: float = 30.0) -> bool:
+        """Stop the broker of this data dir: SIGTERM, then SIGKILL after ``timeout_s``.
+
+        Works on a broker started by another process, through the pid file.
+
+        Returns:
+            True if a broker was running and is now gone, False if none was running.
+        """
+        pid = self._running_pid()
+        if pid is None:
+            self._remove_state_files()
+            return False
+        log.info("stopping Kafka broker (pid %d)", pid)
+        self._terminate(pid, grace_s=timeout_s)
+        self._remove_state_files()
+        return True
+
+    def wait(self) -> int:
+        """Block until the broker this object started exits; its exit code.
+
+        Raises:
+            SetupError: This object did not start a broker.
+        """
+        if self._proc is None:
+            raise SetupError("this LocalKafka did not start a broker, so it cannot wait on one")
+        return self._proc.wait()
+
+    def status(self) -> BrokerStatus:
+        """Whether a broker for this data dir runs, its pid and port, and if it listens."""
+        pid = self._running_pid()
+        if pid is None:
+            return BrokerStatus(running=False, data_dir=self.data_dir, host=self.host)
+        port = self._read_int(self._port_file)
+        return BrokerStatus(
+            running=True,
+            data_dir=self.data_dir,
+            pid=pid,
+            host=self.host,
+            port=port,
+            listening=port is not None and _tcp_open(self.host, port),
+        )
+
+    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+        """The last lines of the broker log, and of the JVM's own output if it wrote any."""
+        logged = _tail(self.log_file, lines)
+        parts = [f"--- last lines of {self.log_file} ---", *(logged or ["(empty)"])]
+        out = [line for line in _tail(self._out_file, _OUT_TAIL_LINES) if line.strip()]
+        if out:
+            parts += [f"--- last lines of {self._out_file} ---", *out]
+        return "\n".join(parts)
+
+    # -- internals -------------------------------------------------------------
+
+    def _find_java(self) -> str:
+        if self._java:
+            found = shutil.which(self._java)
+            if found is None:
+                raise SetupError(f"java executable {self._java!r} not found")
+            return found
+        home = os.environ.get("JAVA_HOME")
+        if home and (Path(home) / "bin" / "java").is_file():
+            return str(Path(home) / "bin" / "java")
+        found = shutil.which("java")
+        if found is None:
+            raise SetupError("Java is not installed: no $JAVA_HOME and no `java` on PATH")
+        return found
+
+    def _check_jars(self) -> None:
+        names = {p.name for p in self.jars.glob("*.jar")} if self.jars.is_dir() else set()
+        if not any(n.startswith("kafka_2.13-") for n in names):
+            raise SetupError(f"Kafka broker jars are missing from {self.jars}; run `flinkai setup`")
+        # slf4j 1.7 finds no binding in log4j-slf4j2-impl (that one is for slf4j 2):
+        # the broker would then run with every log line dropped.
+        has_v1_api = any(n.startswith("slf4j-api-1.") for n in names)
+        has_v1_binding = any(n.startswith("log4j-slf4j-impl-") for n in names)
+        if has_v1_api and not has_v1_binding:
+            log.warning(
+                "the Kafka jar set in %s has slf4j-api 1.x but no log4j-slf4j-impl binding; "
+                "the broker will not write %s",
+                self.jars,
+                self.log_file.name,
+            )
+
+    def _pick_controller_port(self) -> int:
+        if self._controller_port is not None:
+            return self._controller_port
+        # The quorum recorded at format time names the controller endpoint, so an
+        # existing data dir keeps its port when it can.
+        previous = self._configured_controller_port()
+        if previous is not None and not port_in_use(previous, self.host):
+            return previous
+        return free_port(self.host)
+
+    def _configured_controller_port(self) -> int | None:
+        try:
+            text = self.properties_file.read_text()
+        except FileNotFoundError:
+            return None
+        for line in text.splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "controller.quorum.bootstrap.servers":
+                with contextlib.suppress(ValueError):
+                    return int(value.strip().rpartition(":")[2])
+        return None
+
+    def _write_config(self, controller_port: int) -> None:
+        host = self.host
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(_NODE_ID),
+            "listeners": f"PLAINTEXT://{host}:{self.port},CONTROLLER://{host}:{controller_port}",
+            "advertised.listeners": (
+                f"PLAINTEXT://{host}:{self.port},CONTROLLER://{host}:{controller_port}"
+            ),
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "controller.quorum.bootstrap.servers": f"{host}:{controller_port}",
+            "log.dirs": str(self.log_dir),
+            "num.partitions": "1",
+            "auto.create.topics.enable": str(self.auto_create_topics).lower(),
+            # One node: internal topics cannot have more than one replica.
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            # Internal topics are created on first use; 50 partitions each (the
+            # default) costs seconds on a small machine and buys nothing here.
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.num.partitions": "4",
+            # Tests start consumer groups constantly; the 3 s default delay is pure wait.
+            "group.initial.rebalance.delay.ms": "0",
+            # Flink's exactly-once Kafka sink asks for 1 h transactions; the broker's
+            # 15 min default would reject them.
+            "transaction.max.timeout.ms": "3600000",
+            **self.properties,
+        }
+        lines = ["# Generated by flinkai on every start; edits are overwritten."]
+        lines += [f"{k}={_escape(v)}" for k, v in props.items()]
+        self.properties_file.write_text("\n".join(lines) + "\n")
+
+        log_file = _escape(str(self.log_file))
+        self._log4j_file.write_text(
+            "\n".join(
+                [
+                    "status = warn",
+                    "name = flinkai-kafka",
+                    # Log4j's own shutdown hook would race Kafka's and cut the shutdown
+                    # log short; lines are flushed one by one, so nothing is lost without it.
+                    "shutdownHook = disable",
+                    "appender.file.type = RollingFile",
+                    "appender.file.name = FILE",
+                    f"appender.file.fileName = {log_file}",
+                    f"appender.file.filePattern = {log_file}.%i",
+                    "appender.file.layout.type = PatternLayout",
+                    "appender.file.layout.pattern = [%d] %p %m (%c)%n",
+                    "appender.file.policies.type = Policies",
+                    "appender.file.policies.size.type = SizeBasedTriggeringPolicy",
+                    "appender.file.policies.size.size = 20MB",
+                    "appender.file.strategy.type = DefaultRolloverStrategy",
+                    "appender.file.strategy.max = 3",
+                    "rootLogger.level = INFO",
+                    "rootLogger.appenderRef.file.ref = FILE",
+                    # Per-request and per-partition chatter that drowns the useful lines.
+                    "logger.request.name = kafka.request.logger",
+                    "logger.request.level = WARN",
+                    "logger.state.name = state.change.logger",
+                    "logger.state.level = WARN",
+                    "",
+                ]
+            )
+        )
+
+    def _format(self, java: str) -> None:
+        cmd = [
+            java,
+            "-Xmx256m",
+            # A one-shot tool: start-up is all that counts.
+            "-XX:TieredStopAtLevel=1",
+            "-XX:+UseSerialGC",
+            f"-Dlog4j2.configurationFile={self._log4j_file}",
+            "-cp",
+            str(self.jars / "*"),
+            "kafka.tools.StorageTool",
+            "format",
+            "--cluster-id",
+            new_cluster_id(),
+            "--config",
+            str(self.properties_file),
+            "--standalone",
+        ]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        except subprocess.TimeoutExpired as e:
+            raise SetupError(f"formatting the Kafka log dir {self.log_dir} timed out") from e
+        if proc.returncode != 0:
+            output = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-_LOG_TAIL_LINES:])
+            raise SetupError(f"formatting the Kafka log dir {self.log_dir} failed:\n{output}")
+
+    def _wait_ready(self, deadline: float) -> None:
+        assert self._proc is not None
+        while True:
+            code = self._proc.poll()
+            if code is not None:
+                raise SetupError(
+                    f"the Kafka broker exited with code {code} while starting on "
+                    f"{self.bootstrap}\n{self.log_tail()}"
+                )
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SetupError(
+                    f"the Kafka broker did not become ready on {self.bootstrap} within "
+                    f"{self.start_timeout_s:g}s\n{self.log_tail()}"
+                )
+            # A cheap TCP check first: building a Kafka client per poll is not free.
+            if _tcp_open(self.host, self.port):
+                try:
+                    cluster = describe_cluster(self.bootstrap, timeout_s=min(remaining, 2.0))
+                except BrokerUnavailableError:
+                    cluster = {}
+                # The broker answers before it is unfenced; it lists itself once it is.
+                if cluster.get("brokers"):
+                    return
+            time.sleep(0.1)
+
+    def _terminate(self, pid: int, grace_s: float) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        if self._wait_gone(pid, grace_s):
+            return
+        log.warning("Kafka broker (pid %d) ignored SIGTERM for %.0fs; killing it", pid, grace_s)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if not self._wait_gone(pid, 10.0):
+            raise SetupError(f"the Kafka broker (pid {pid}) survived SIGKILL")
+
+    def _wait_gone(self, pid: int, timeout_s: float) -> bool:
+        if self._proc is not None and self._proc.pid == pid:
+            try:
+                self._proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        deadline = time.monotonic() + timeout_s
+        while _pid_alive(pid):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def _running_pid(self) -> int | None:
+        """The pid of a live broker for this data dir, or None."""
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc.pid
+        pid = self._read_int(self._pid_file)
+        if pid is None or not _pid_alive(pid):
+            return None
+        if not Path("/proc/self").is_dir():
+            # No /proc (not Linux): the pid file and a live pid are all we can check.
+            return pid
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return None
+        ours = b"kafka.Kafka" in args and os.fsencode(str(self.properties_file)) in args
+        return pid if ours else None
+
+    @staticmethod
+    def _read_int(path: Path) -> int | None:
+        try:
+            return int(path.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _remove_state_files(self) -> None:
+        for path in (self._pid_file, self._port_file):
+            path.unlink(missing_ok=True)
