@@ -30,64 +30,64 @@ CREATE TEMPORARY TABLE clicks_raw (
   'format' = 'raw'
 );
 
-CREATE TEMPORARY TABLE click_embeddings (
+-- One sink for both outcomes: each row names its topic (the writable `topic` metadata
+-- column), so every input event yields exactly one output record (an embedding or a
+-- dead letter) and the model runs once per event. Null fields are left out of the
+-- JSON, so each topic only carries its own schema.
+CREATE TEMPORARY TABLE click_outputs (
+  `topic` STRING METADATA,
   user_id STRING,
   embedding_vec ARRAY<FLOAT>,
   event_time STRING,
-  model_version STRING
-) WITH (
-  'connector' = 'kafka',
-  'topic' = '${EMBEDDINGS_TOPIC}',
-  'properties.bootstrap.servers' = '${KAFKA_BOOTSTRAP}',
-  -- keyed by user so one user's embeddings stay in order on one partition
-  'key.format' = 'raw',
-  'key.fields' = 'user_id',
-  'value.format' = 'json',
-  'value.fields-include' = 'ALL'
-);
-
-CREATE TEMPORARY TABLE click_dead_letters (
+  model_version STRING,
   reason STRING,
   detail STRING,
   payload_base64 STRING,
   source_topic STRING,
   source_partition INT,
   source_offset BIGINT,
-  model_version STRING,
   failed_at TIMESTAMP_LTZ(3)
 ) WITH (
   'connector' = 'kafka',
-  'topic' = '${DLQ_TOPIC}',
+  -- the sink may only write to the topics listed here; `topic` picks one per row
+  'topic' = '${EMBEDDINGS_TOPIC};${DLQ_TOPIC}',
   'properties.bootstrap.servers' = '${KAFKA_BOOTSTRAP}',
-  'format' = 'json'
+  -- keyed by user so one user's embeddings stay in order on one partition
+  'key.format' = 'raw',
+  'key.fields' = 'user_id',
+  'value.format' = 'json',
+  'value.fields-include' = 'ALL',
+  'value.json.encode.ignore-null-fields' = 'true'
 );
 
 CREATE TEMPORARY VIEW parsed AS
-SELECT payload, `topic`, `partition`, `offset`, parse_click(payload) AS c
+SELECT payload, `topic` AS source_topic, `partition` AS source_partition,
+       `offset` AS source_offset, parse_click(payload) AS c
 FROM clicks_raw;
 
+-- c.click_text is NULL for invalid events; the embedding function skips NULLs
+-- without calling the model.
 CREATE TEMPORARY VIEW embedded AS
-SELECT payload, `topic`, `partition`, `offset`, user_id, event_time,
-       text_to_vector(click_text) AS e
-FROM (
-  SELECT payload, `topic`, `partition`, `offset`,
-         c.user_id AS user_id, c.click_text AS click_text, c.event_time AS event_time
-  FROM parsed
-  WHERE c.error_reason IS NULL
-);
+SELECT payload, source_topic, source_partition, source_offset, c,
+       text_to_vector(c.click_text) AS e
+FROM parsed;
 
-INSERT INTO click_embeddings
-SELECT user_id, e.embedding, event_time, e.model_version
-FROM embedded
-WHERE e.error IS NULL;
+CREATE TEMPORARY VIEW outcomes AS
+SELECT *, (c.error_reason IS NULL AND e.error IS NULL) AS ok
+FROM embedded;
 
-INSERT INTO click_dead_letters
-SELECT c.error_reason, c.error_detail, to_base64_bytes(payload),
-       `topic`, `partition`, `offset`, CAST(NULL AS STRING), CURRENT_TIMESTAMP
-FROM parsed
-WHERE c.error_reason IS NOT NULL
-UNION ALL
-SELECT SPLIT_INDEX(e.error, ':', 0), e.error, to_base64_bytes(payload),
-       `topic`, `partition`, `offset`, e.model_version, CURRENT_TIMESTAMP
-FROM embedded
-WHERE e.error IS NOT NULL;
+INSERT INTO click_outputs
+SELECT
+  IF(ok, '${EMBEDDINGS_TOPIC}', '${DLQ_TOPIC}'),
+  c.user_id,
+  e.embedding,
+  IF(ok, c.event_time, CAST(NULL AS STRING)),
+  e.model_version,
+  IF(ok, CAST(NULL AS STRING), COALESCE(c.error_reason, SPLIT_INDEX(e.error, ':', 0))),
+  IF(ok, CAST(NULL AS STRING), COALESCE(c.error_detail, e.error)),
+  IF(ok, CAST(NULL AS STRING), to_base64_bytes(payload)),
+  IF(ok, CAST(NULL AS STRING), source_topic),
+  IF(ok, CAST(NULL AS INT), source_partition),
+  IF(ok, CAST(NULL AS BIGINT), source_offset),
+  IF(ok, CAST(NULL AS TIMESTAMP_LTZ(3)), CURRENT_TIMESTAMP)
+FROM outcomes;

@@ -59,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     # Beam (PyFlink's Python runtime) logs internals at INFO; keep the CLI's output readable.
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    logging.getLogger("kafka").setLevel(logging.WARNING)
     try:
         code: int = args.handler(args)
     except FlinkAIError as e:

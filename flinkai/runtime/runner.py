@@ -133,8 +133,6 @@ def _check_udf(script: Script, stmt: Statement, name: str, target: str, dirs: tu
     module_name, _, attr = target.rpartition(".")
     if not module_name:
         raise ScriptError(f"{script.where(stmt)}: function {name}: expected 'module.attribute', got {target!r}")
-    added = [str(d) for d in dirs if str(d) not in sys.path]
-    sys.path[:0] = added
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
@@ -143,9 +141,6 @@ def _check_udf(script: Script, stmt: Statement, name: str, target: str, dirs: tu
             f"{script.where(stmt)}: function {name}: cannot import module {module_name!r} "
             f"(searched {searched}): {e}"
         ) from e
-    finally:
-        for d in added:
-            sys.path.remove(d)
     if not hasattr(module, attr):
         raise ScriptError(f"{script.where(stmt)}: function {name}: module {module_name!r} has no {attr!r}")
 
@@ -170,6 +165,11 @@ def run_script(
     script = load_script(path, config, options.variables)
     if not script.statements:
         raise ScriptError(f"{path}: no statements")
+    # The client instantiates Python UDFs while validating SQL, so it needs the UDF
+    # folders on its own path too; ``python.files`` only reaches the workers.
+    for d in reversed(udf_dirs):
+        if str(d) not in sys.path:
+            sys.path.insert(0, str(d))
     jars = _preflight(script, options)
     started = time.monotonic()
     t_env = create_table_env(config, jars, list(udf_dirs), options.target)
