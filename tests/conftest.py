@@ -9,6 +9,7 @@ import pytest
 
 from flinkai.errors import SetupError
 from flinkai.kafka.broker import LocalKafka
+from flinkai.models.artifacts import ModelArtifacts
 from flinkai.testing import start_session_broker, unique_topic
 
 #: Datasets shared between checkouts (``<repo>/../shared/datasets``); may be absent.
@@ -50,3 +51,17 @@ def shared_datasets() -> Path:
     if not SHARED_DATASETS.is_dir():
         pytest.skip(f"shared datasets not found at {SHARED_DATASETS}")
     return SHARED_DATASETS
+
+
+@pytest.fixture(scope="session")
+def model_artifacts() -> ModelArtifacts:
+    """The default ONNX artifacts; exported now when missing (needs the ``torch`` extra)."""
+    from flinkai.config import ModelConfig
+    from flinkai.models.artifacts import ArtifactError, load_artifacts
+
+    try:
+        return load_artifacts(ModelConfig())
+    except ArtifactError:
+        from flinkai.models.export import export_model
+
+        return export_model(ModelConfig()).artifacts
