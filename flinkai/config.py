@@ -108,7 +108,13 @@ class RuntimeConfig:
     #: Rows buffered before the JVM flushes a bundle to the Python worker.
     python_bundle_size: int = 256
     python_bundle_time_ms: int = 200
-    checkpoint_interval_ms: int = 0
+    #: Checkpoints commit the Kafka sink's transactions: this bounds end-to-end latency
+    #: for read_committed consumers. 0 disables checkpointing (and exactly-once).
+    checkpoint_interval_ms: int = 5000
+    checkpoint_timeout_ms: int = 60000
+    #: Restart budget after a failure (fixed-delay strategy).
+    restart_attempts: int = 5
+    restart_delay_ms: int = 2000
     #: Extra Flink configuration, applied verbatim (``key: value``).
     flink_conf: Mapping[str, str] = field(default_factory=dict)
 

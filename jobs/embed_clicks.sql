@@ -5,6 +5,7 @@
 -- Placeholders (fill with --var NAME=VALUE, env vars, or `vars:` in configs/*.yaml):
 --   KAFKA_BOOTSTRAP, CLICKS_TOPIC, EMBEDDINGS_TOPIC, DLQ_TOPIC,
 --   SCAN_BOUNDED_MODE (unbounded | latest-offset: stop at the offsets seen at start)
+--   DELIVERY_GUARANTEE (default exactly-once), TRANSACTIONAL_ID_PREFIX (built in: per job)
 
 SET 'pipeline.name' = 'flinkai-embed-clicks';
 
@@ -57,7 +58,14 @@ CREATE TEMPORARY TABLE click_outputs (
   'key.fields' = 'user_id',
   'value.format' = 'json',
   'value.fields-include' = 'ALL',
-  'value.json.encode.ignore-null-fields' = 'true'
+  'value.json.encode.ignore-null-fields' = 'true',
+  -- Exactly-once: records are written in Kafka transactions committed by Flink
+  -- checkpoints; consumers read with isolation.level=read_committed.
+  'sink.delivery-guarantee' = '${DELIVERY_GUARANTEE:-exactly-once}',
+  'sink.transactional-id-prefix' = '${TRANSACTIONAL_ID_PREFIX}',
+  -- 15 min: the stock broker's transaction.max.timeout.ms; the runner checks it
+  -- covers checkpoint interval + restarts before the job starts.
+  'properties.transaction.timeout.ms' = '900000'
 );
 
 CREATE TEMPORARY VIEW parsed AS

@@ -396,3 +396,28 @@ def _record(r: Any) -> Record:
         timestamp_ms=r.timestamp,
         headers=tuple((k, v) for k, v in (r.headers or ())),
     )
+
+
+
+def broker_config(bootstrap: str, key: str, timeout_s: float = 10.0) -> str | None:
+    """One effective broker setting (e.g. ``transaction.max.timeout.ms``), defaults included.
+
+    Returns None when the broker does not report the key.
+    """
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    with _admin(bootstrap, timeout_s) as admin:
+        try:
+            broker_id = str(admin.describe_cluster()["brokers"][0]["broker_id"])
+            # config_filter="all": the default filter only reports non-default values
+            result = admin.describe_configs(
+                [ConfigResource(ConfigResourceType.BROKER, broker_id, configs=[key])],
+                config_filter="all",
+            )
+        except kerrors.KafkaError as e:
+            raise _unavailable(bootstrap, e) from e
+    entry = result.get("broker", {}).get(broker_id, {}).get(key)
+    if isinstance(entry, dict):
+        value = entry.get("value", entry.get("config_value"))
+        return None if value is None else str(value)
+    return None if entry is None else str(entry)

@@ -87,18 +87,20 @@ def flink_settings(
         settings["python.files"] = ",".join(str(p.resolve()) for p in python_files)
     if rt.checkpoint_interval_ms > 0:
         settings["execution.checkpointing.interval"] = f"{rt.checkpoint_interval_ms} ms"
+        settings["execution.checkpointing.timeout"] = f"{rt.checkpoint_timeout_ms} ms"
+        settings["execution.checkpointing.mode"] = "EXACTLY_ONCE"
+    settings["restart-strategy.type"] = "fixed-delay"
+    settings["restart-strategy.fixed-delay.attempts"] = str(rt.restart_attempts)
+    settings["restart-strategy.fixed-delay.delay"] = f"{rt.restart_delay_ms} ms"
     settings.update(target.flink_settings())
     settings.update({str(k): str(v) for k, v in rt.flink_conf.items()})
     return settings
 
 
-def create_table_env(
-    config: Config, jars: list[Path], python_files: list[Path], target: Target
-) -> TableEnvironment:
-    """A streaming ``TableEnvironment`` with flinkai's settings applied."""
+def create_table_env(settings: dict[str, str]) -> TableEnvironment:
+    """A streaming ``TableEnvironment`` with the given settings (see :func:`flink_settings`)."""
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
-    settings = flink_settings(config, jars, python_files, target)
     env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
     conf = env.get_config()
     for key, value in settings.items():

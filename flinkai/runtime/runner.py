@@ -21,8 +21,9 @@ from typing import Any
 
 from flinkai.config import Config
 from flinkai.errors import FlinkAIError, SetupError
-from flinkai.runtime.environment import Target, create_table_env
+from flinkai.runtime.environment import Target, create_table_env, flink_settings
 from flinkai.runtime.errors import JobFailed, ScriptError
+from flinkai.runtime.guarantees import check_delivery, kafka_tables
 from flinkai.runtime.jars import connector_jars
 from flinkai.runtime.java_errors import summarize_java_error
 from flinkai.runtime.script import Kind, Script, Statement, parse_script, parse_set, substitute
@@ -78,8 +79,27 @@ def default_udf_dirs(script_path: Path) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(p for p in candidates if p.is_dir()))
 
 
-def _lookup(config: Config, variables: Mapping[str, str]) -> Callable[[str], str | None]:
-    builtins = {"KAFKA_BOOTSTRAP": config.kafka.bootstrap_servers}
+def _transactional_id_prefix(path: Path, config: Config, variables: Mapping[str, str]) -> str:
+    """Stable for one job (same script, same topics), different between jobs.
+
+    Stability lets a restarted job find and abort its own lingering transactions;
+    uniqueness keeps two jobs from fencing each other's producers.
+    """
+    import hashlib
+    import json
+
+    ident = json.dumps([path.resolve().as_posix(), dict(variables), dict(config.vars),
+                        config.kafka.bootstrap_servers], sort_keys=True)
+    return f"flinkai-{path.stem}-{hashlib.sha256(ident.encode()).hexdigest()[:12]}"
+
+
+def _lookup(
+    config: Config, variables: Mapping[str, str], path: Path
+) -> Callable[[str], str | None]:
+    builtins = {
+        "KAFKA_BOOTSTRAP": config.kafka.bootstrap_servers,
+        "TRANSACTIONAL_ID_PREFIX": _transactional_id_prefix(path, config, variables),
+    }
 
     def get(name: str) -> str | None:
         for source in (variables, os.environ, config.vars, builtins):
@@ -94,7 +114,7 @@ def load_script(path: Path, config: Config, variables: Mapping[str, str]) -> Scr
     """Read, fill placeholders and parse a script."""
     if not path.is_file():
         raise ScriptError(f"SQL script not found: {path}")
-    text = substitute(path.read_text(encoding="utf-8"), _lookup(config, variables), path)
+    text = substitute(path.read_text(encoding="utf-8"), _lookup(config, variables, path), path)
     return parse_script(text, path)
 
 
@@ -145,6 +165,25 @@ def _check_udf(script: Script, stmt: Statement, name: str, target: str, dirs: tu
         raise ScriptError(f"{script.where(stmt)}: function {name}: module {module_name!r} has no {attr!r}")
 
 
+def _check_guarantees(script: Script, settings: dict[str, str], options: RunOptions) -> None:
+    broker_max: int | None = None
+    sinks = [t for t in kafka_tables(script.statements)
+             if t.options.get("sink.delivery-guarantee") == "exactly-once"]
+    if sinks and options.probe_kafka:
+        from flinkai.kafka.admin import broker_config
+
+        bootstrap = sinks[0].options.get("properties.bootstrap.servers", "")
+        value = broker_config(bootstrap, "transaction.max.timeout.ms") if bootstrap else None
+        broker_max = int(value) if value else None
+    findings = check_delivery(script.statements, settings, broker_max)
+    for f in findings:
+        if f.level == "warning":
+            log.warning("%s: %s", script.where(f.statement), f.message)
+    errors = [f"{script.where(f.statement)}: {f.message}" for f in findings if f.level == "error"]
+    if errors:
+        raise ScriptError("delivery guarantee check failed:\n  " + "\n  ".join(errors))
+
+
 def _fail(script: Script, stmt: Statement, exc: BaseException) -> ScriptError:
     return ScriptError(
         f"{script.where(stmt)}: {summarize_java_error(exc)}\n  in statement: {stmt.summary}"
@@ -171,8 +210,10 @@ def run_script(
         if str(d) not in sys.path:
             sys.path.insert(0, str(d))
     jars = _preflight(script, options)
+    settings = flink_settings(config, jars, list(udf_dirs), options.target)
+    _check_guarantees(script, settings, options)
     started = time.monotonic()
-    t_env = create_table_env(config, jars, list(udf_dirs), options.target)
+    t_env = create_table_env(settings)
     statement_set = t_env.create_statement_set()
     inserts: list[Statement] = []
     for stmt in script.statements:
