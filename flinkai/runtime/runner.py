@@ -66,6 +66,8 @@ class RunResult:
     status: str
     duration_s: float
     statements: int
+    #: PyFlink ``JobClient`` of a detached (``wait=False``) run, to cancel or poll it.
+    job_client: Any = field(default=None, repr=False, compare=False)
 
 
 def default_udf_dirs(script_path: Path) -> tuple[Path, ...]:
@@ -244,7 +246,8 @@ def run_script(
     if on_submit and job_id:
         on_submit(job_id)
     if not options.wait:
-        return RunResult(job_id, "SUBMITTED", time.monotonic() - started, len(script.statements))
+        return RunResult(job_id, "SUBMITTED", time.monotonic() - started, len(script.statements),
+                         result.get_job_client())
     status = _wait(result, script, options.timeout_s)
     return RunResult(job_id, status, time.monotonic() - started, len(script.statements))
 
