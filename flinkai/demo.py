@@ -62,6 +62,8 @@ def run_demo(
     script: Path,
     events: list[bytes] | None = None,
     run_id: str | None = None,
+    variables: dict[str, str] | None = None,
+    udf_dirs: tuple[Path, ...] = (),
 ) -> DemoReport:
     """Produce events, run the embed job bounded, read back both output topics."""
     run_id = run_id or uuid.uuid4().hex[:8]
@@ -78,9 +80,10 @@ def run_demo(
         # Bounded: read what is there now, then finish, so the demo ends by itself.
         "SCAN_BOUNDED_MODE": "latest-offset",
         "GROUP_ID": f"flinkai-demo-{run_id}",
+        **(variables or {}),
     }
     started = time.monotonic()
-    run_script(script, config, RunOptions(variables=variables))
+    run_script(script, config, RunOptions(variables=variables, udf_dirs=udf_dirs))
     seconds = time.monotonic() - started
     # After a bounded job FINISHES its sinks have flushed; short timeouts suffice.
     embedded = [json.loads(r.value) for r in consume_all(bootstrap, topics[1], timeout_s=30)]

@@ -11,7 +11,8 @@ SET 'pipeline.name' = 'flinkai-embed-clicks';
 
 CREATE TEMPORARY FUNCTION parse_click AS 'events.parse_click' LANGUAGE PYTHON;
 CREATE TEMPORARY FUNCTION to_base64_bytes AS 'events.to_base64_bytes' LANGUAGE PYTHON;
-CREATE TEMPORARY FUNCTION text_to_vector AS 'vectorizer.text_to_vector' LANGUAGE PYTHON;
+-- EMBED_FUNCTION lets benchmarks swap in another implementation with the same signature.
+CREATE TEMPORARY FUNCTION text_to_vector AS '${EMBED_FUNCTION:-vectorizer.text_to_vector}' LANGUAGE PYTHON;
 
 -- Raw bytes, not 'json': a JSON format would fail the job (or, with
 -- ignore-parse-errors, silently drop) on a bad record; parse_click dead-letters it instead.

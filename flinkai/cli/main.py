@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "flinkai.cli.setup_cmd",
     "flinkai.cli.kafka_cmd",
     "flinkai.cli.model_cmd",
+    "flinkai.cli.registry_cmd",
     "flinkai.cli.run_cmd",
     "flinkai.cli.demo_cmd",
     "flinkai.cli.serve_cmd",

@@ -1,0 +1,40 @@
+"""The baseline flinkai is measured against: a general, row-at-a-time UDF that calls
+sentence-transformers once per row (what a first PyFlink embedding job usually looks like).
+
+Same signature as ``vectorizer.text_to_vector`` so the same SQL job runs it.
+"""
+
+import os
+
+from pyflink.table import DataTypes
+from pyflink.table.udf import FunctionContext, ScalarFunction, udf
+
+from flinkai.backends.sentence_transformers import SentenceTransformersBackend
+from flinkai.runtime.environment import config_from_function_context
+
+ROW = DataTypes.ROW(
+    [
+        DataTypes.FIELD("embedding", DataTypes.ARRAY(DataTypes.FLOAT())),
+        DataTypes.FIELD("model_version", DataTypes.STRING()),
+        DataTypes.FIELD("error", DataTypes.STRING()),
+    ]
+)
+
+
+class _NaiveEmbed(ScalarFunction):
+    def open(self, function_context: FunctionContext) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        self._backend = SentenceTransformersBackend(config_from_function_context(function_context))
+        self._backend.load()
+
+    def eval(self, text: str | None):  # type: ignore[no-untyped-def]
+        if not text:
+            return None, self._backend.model_version, "empty_text: blank"
+        vector = self._backend.infer_batch([text])[0]
+        return [float(v) for v in vector], self._backend.model_version, None
+
+    def close(self) -> None:
+        self._backend.close()
+
+
+text_to_vector_naive = udf(_NaiveEmbed(), result_type=ROW)
