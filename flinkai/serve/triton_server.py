@@ -1,0 +1,672 @@
+"""A real Triton Inference Server on this machine, without Docker.
+
+``nvidia-pytriton`` bundles a ``tritonserver`` binary and its Python backend and runs
+on CPU-only hosts, but it needs numpy<2 while flinkai's runtime uses numpy 2. So the
+server lives in its own virtualenv (``cache_root()/venvs/triton``, built on first use
+by :func:`ensure_server_venv`) and runs as a separate process:
+:mod:`flinkai.serve.pytriton_app` executed by that venv's interpreter.
+
+:class:`TritonServer` starts it in a new process group (so a stop or kill reaches
+``tritonserver`` and its backend stubs too), waits until the gRPC endpoint reports
+the model ready, and stops, kills or restarts it on the same ports. A pid file lets
+``flinkai serve stop`` find a detached server later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flinkai.config import ModelConfig
+from flinkai.errors import ConfigError, SetupError, require
+from flinkai.paths import cache_root
+
+__all__ = [
+    "PYTRITON_VERSION",
+    "SERVER_VENV_REQUIREMENTS",
+    "ServerInfo",
+    "TritonServer",
+    "TritonServerOptions",
+    "ensure_server_venv",
+    "find_free_port",
+    "is_server_process",
+    "read_pid_file",
+    "server_venv_dir",
+    "stop_detached",
+]
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+
+PYTRITON_VERSION = "0.7.0"
+
+#: Every package of the server venv, pinned: nvidia-pytriton 0.7.0 requires numpy<2;
+#: onnxruntime 1.32 (the same as the runtime's) still supports numpy 1.26. The rest is
+#: what pip resolved for these on Python 3.11. No ``tokenizers``: clients tokenise.
+SERVER_VENV_REQUIREMENTS: tuple[str, ...] = (
+    f"nvidia-pytriton=={PYTRITON_VERSION}",
+    "onnxruntime==1.32.0",
+    "numpy==1.26.4",
+    "aiohappyeyeballs==2.7.1",
+    "aiohttp==3.14.5",
+    "aiosignal==1.4.0",
+    "annotated-doc==0.0.7",
+    "annotated-types==0.8.0",
+    "attrs==26.1.0",
+    "brotli==1.2.1",
+    "certifi==2026.10.19.post1",
+    "flatbuffers==25.12.19",
+    "frozenlist==1.8.0",
+    "gevent==26.9.0",
+    "geventhttpclient==2.6.1",
+    "greenlet==3.3.2",
+    "grpcio==1.85.3",
+    "idna==3.20",
+    "importlib_metadata==10.2.0",
+    "lazy-importer==0.1.0",
+    "markdown-it-py==4.3.0",
+    "mdurl==0.1.2",
+    "ml_dtypes==0.5.4",
+    "multidict==7.2.1",
+    "mypy_extensions==1.2.0",
+    "packaging==26.4",
+    "propcache==0.5.4",
+    "protobuf==6.33.6",
+    "pydantic==2.14.4",
+    "pydantic_core==2.50.5",
+    "Pygments==2.21.0",
+    "python-rapidjson==1.25",
+    "pyzmq==27.3.0",
+    "rich==15.0.0",
+    "sh==2.4.0",
+    "shellingham==1.5.4",
+    "tritonclient==2.73.0",
+    "typer==0.29.2",
+    "typing-inspect==0.9.0",
+    "typing-inspection==0.4.5",
+    "typing_extensions==4.16.0",
+    "urllib3==2.8.0",
+    "wrapt==2.5.2",
+    "yarl==1.25.1",
+    "zipp==4.1.2",
+    "zope.event==6.2",
+    "zope.interface==8.7",
+)
+
+_MARKER = "flinkai-venv.json"
+_APP = Path(__file__).resolve().with_name("pytriton_app.py")
+_LOG_TAIL_LINES = 40
+
+
+def server_venv_dir() -> Path:
+    """Where the Triton server venv lives: ``cache_root()/venvs/triton``."""
+    return cache_root() / "venvs" / "triton"
+
+
+def _venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def _marker_matches(venv: Path) -> bool:
+    try:
+        marker = json.loads((venv / _MARKER).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+    return bool(
+        marker.get("requirements") == list(SERVER_VENV_REQUIREMENTS) and _venv_python(venv).exists()
+    )
+
+
+def ensure_server_venv(
+    venv: Path | None = None,
+    *,
+    python: str | None = None,
+    rebuild: bool = False,
+    progress: Progress | None = None,
+) -> Path:
+    """Build the server venv unless an up-to-date one exists; return its folder.
+
+    A venv counts as up to date when its marker file lists exactly
+    :data:`SERVER_VENV_REQUIREMENTS`; an incomplete or outdated one is rebuilt.
+    Concurrent callers wait for each other (file lock), so it is built once.
+
+    Args:
+        venv: Target folder; default :func:`server_venv_dir`.
+        python: Interpreter to build from; default the running one (its major.minor
+            must have a Python backend stub in PyTriton: 3.8 to 3.13).
+        rebuild: Delete and rebuild even if up to date.
+        progress: Called with one line per step; default: the module logger.
+
+    Returns:
+        The venv folder.
+
+    Raises:
+        SetupError: ``venv`` or ``pip install`` failed; the message has pip's last lines.
+    """
+    say = progress or log.info
+    venv = (venv or server_venv_dir()).expanduser()
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with _file_lock(venv.with_name(venv.name + ".lock")):
+        if not rebuild and _marker_matches(venv):
+            return venv
+        started = time.perf_counter()
+        if venv.exists():
+            say(f"removing outdated server venv {venv}")
+            shutil.rmtree(venv)
+        interpreter = python or sys.executable
+        say(f"creating Triton server venv at {venv} (one-off; about a minute, ~450 MB)")
+        _run_logged([interpreter, "-m", "venv", str(venv)], say, "python -m venv")
+        say(
+            f"installing {len(SERVER_VENV_REQUIREMENTS)} pinned packages "
+            f"(nvidia-pytriton {PYTRITON_VERSION}, onnxruntime, numpy<2) ..."
+        )
+        _run_logged(
+            [
+                str(_venv_python(venv)),
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--no-input",
+                "--only-binary=:all:",
+                "--progress-bar",
+                "off",
+                *SERVER_VENV_REQUIREMENTS,
+            ],
+            say,
+            "pip install",
+            forward=("Collecting", "Downloading", "Installing", "Successfully"),
+        )
+        say("checking the server venv imports pytriton and onnxruntime ...")
+        _run_logged(
+            [str(_venv_python(venv)), "-c", "import pytriton.triton, onnxruntime, numpy"],
+            say,
+            "import check",
+        )
+        seconds = time.perf_counter() - started
+        marker = {
+            "requirements": list(SERVER_VENV_REQUIREMENTS),
+            "python": interpreter,
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "build_s": round(seconds, 1),
+        }
+        (venv / _MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        say(f"server venv ready in {seconds:.0f}s")
+        return venv
+
+
+def _run_logged(
+    cmd: Sequence[str], say: Progress, what: str, *, forward: Sequence[str] = ()
+) -> None:
+    """Run ``cmd``; forward progress lines; raise SetupError with the output tail on failure."""
+    lines: list[str] = []
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip()
+            lines.append(line)
+            if forward and line.startswith(tuple(forward)):
+                say(f"  {line}")
+        code = proc.wait()
+    if code != 0:
+        tail = "\n".join(lines[-_LOG_TAIL_LINES:])
+        raise SetupError(
+            f"{what} failed (exit {code}) while building the Triton server venv:\n{tail}"
+        )
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def find_free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (for tests; racy by nature)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # Same option gRPC and Triton use, so a port in TIME_WAIT after a kill counts as free.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class TritonServerOptions:
+    """What to serve, where, and how long to wait.
+
+    Attributes:
+        model: Which exported artifacts to serve (``ModelConfig.dir`` or the default folder).
+        grpc_port: gRPC port (the one clients use).
+        http_port: HTTP/REST port.
+        metrics_port: Prometheus metrics port.
+        address: Interface to listen on; loopback by default.
+        max_batch_size: Largest batch Triton's dynamic batcher forms or accepts.
+        max_queue_delay_us: How long a request may wait for others to join its batch.
+        threads: onnxruntime intra-op threads in the server (0: one per core).
+        start_timeout_s: Bound on start-up, from spawn to model ready.
+        stop_timeout_s: Grace period after SIGTERM before SIGKILL.
+        run_dir: Logs, pid file and PyTriton workspace; default
+            ``cache_root()/serve/triton-<grpc_port>``.
+        venv: Server venv; default :func:`server_venv_dir`.
+    """
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    grpc_port: int = 8001
+    http_port: int = 8000
+    metrics_port: int = 8002
+    address: str = "127.0.0.1"
+    max_batch_size: int = 64
+    max_queue_delay_us: int = 2000
+    threads: int = 0
+    start_timeout_s: float = 180.0
+    stop_timeout_s: float = 30.0
+    run_dir: Path | None = None
+    venv: Path | None = None
+
+    def __post_init__(self) -> None:
+        ports = {"grpc": self.grpc_port, "http": self.http_port, "metrics": self.metrics_port}
+        for what, port in ports.items():
+            if not 1 <= port <= 65535:
+                raise ConfigError(f"{what} port must be in 1..65535, got {port}")
+        if len(set(ports.values())) != len(ports):
+            raise ConfigError(f"the grpc, http and metrics ports must differ, got {ports}")
+        if self.max_batch_size < 1:
+            raise ConfigError(f"max_batch_size must be >= 1, got {self.max_batch_size}")
+        if self.start_timeout_s <= 0 or self.stop_timeout_s < 0:
+            raise ConfigError("start_timeout_s must be > 0 and stop_timeout_s >= 0")
+
+    @property
+    def grpc_url(self) -> str:
+        host = "127.0.0.1" if self.address in ("0.0.0.0", "") else self.address
+        return f"{host}:{self.grpc_port}"
+
+    def resolved_run_dir(self) -> Path:
+        return self.run_dir or cache_root() / "serve" / f"triton-{self.grpc_port}"
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """Content of the pid file of a running server."""
+
+    pid: int
+    grpc_url: str
+    http_port: int
+    metrics_port: int
+    model_name: str
+    log_path: str
+    started_at: float
+
+
+def read_pid_file(run_dir: Path) -> ServerInfo | None:
+    """The server recorded in ``run_dir``, or None if there is no (valid) pid file."""
+    try:
+        data = json.loads((run_dir / "server.pid").read_text(encoding="utf-8"))
+        return ServerInfo(**data)
+    except (OSError, json.JSONDecodeError, TypeError):
+        return None
+
+
+def is_server_process(pid: int) -> bool:
+    """True when ``pid`` is alive and runs the PyTriton app (guards against pid reuse)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return _APP.name.encode() in cmdline
+
+
+class TritonServer:
+    """A local Triton server process serving one exported embedding model.
+
+    Use it as a context manager (start on enter, stop on exit), or call
+    :meth:`start` / :meth:`stop` yourself. Not thread-safe.
+
+    Args:
+        options: Ports, model and time bounds.
+        progress: Receives progress lines (venv build, start-up); default: the logger.
+
+    Example:
+        >>> opts = TritonServerOptions(grpc_port=find_free_port())  # doctest: +SKIP
+        >>> with TritonServer(opts) as server:  # doctest: +SKIP
+        ...     print(server.grpc_url)
+    """
+
+    def __init__(
+        self, options: TritonServerOptions | None = None, *, progress: Progress | None = None
+    ) -> None:
+        self.options = options or TritonServerOptions()
+        self._say = progress or log.info
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
+        self._model_name = ""
+        #: Seconds from spawn to model ready, per start (the last one is the latest).
+        self.start_times_s: list[float] = []
+
+    # -- properties --------------------------------------------------------------------
+
+    @property
+    def grpc_url(self) -> str:
+        """``host:port`` for ``TritonConfig.url``."""
+        return self.options.grpc_url
+
+    @property
+    def run_dir(self) -> Path:
+        return self.options.resolved_run_dir()
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / "server.log"
+
+    @property
+    def pid_path(self) -> Path:
+        return self.run_dir / "server.pid"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def model_name(self) -> str:
+        """The served model's name (from the manifest), known after :meth:`start`."""
+        return self._model_name
+
+    def is_running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> TritonServer:
+        """Spawn the server and wait until the model is ready on the gRPC endpoint.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            SetupError: The venv could not be built, the artifacts are missing, a port is
+                taken, or the server exited or was not ready within ``start_timeout_s``;
+                the message ends with the server log tail.
+        """
+        if self.is_running():
+            return self
+        from flinkai.models.artifacts import artifacts_dir, read_manifest
+
+        opts = self.options
+        model_dir = artifacts_dir(opts.model)
+        manifest = read_manifest(model_dir)  # fails with "run flinkai model export"
+        self._model_name = manifest.name
+        running = read_pid_file(self.run_dir)
+        if running is not None and is_server_process(running.pid):
+            raise SetupError(
+                f"a Triton server (pid {running.pid}) already runs for {running.grpc_url}; "
+                f"stop it first: flinkai serve stop --port {opts.grpc_port}"
+            )
+        venv = ensure_server_venv(opts.venv, progress=self._say)
+        for what, port in (
+            ("grpc", opts.grpc_port),
+            ("http", opts.http_port),
+            ("metrics", opts.metrics_port),
+        ):
+            if not _port_free(opts.address, port):
+                raise SetupError(
+                    f"{what} port {opts.address}:{port} is in use; pick another one "
+                    f"(--port / --http-port / --metrics-port) or stop what listens there"
+                )
+        run_dir = self.run_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
+        workspace = run_dir / "workspace"
+        # PyTriton refuses an existing workspace; a killed server leaves one behind.
+        shutil.rmtree(workspace, ignore_errors=True)
+
+        cmd = [
+            str(_venv_python(venv)), str(_APP),
+            "--model-dir", str(model_dir),
+            "--workspace", str(workspace),
+            "--address", opts.address,
+            "--grpc-port", str(opts.grpc_port),
+            "--http-port", str(opts.http_port),
+            "--metrics-port", str(opts.metrics_port),
+            "--max-batch-size", str(opts.max_batch_size),
+            "--max-queue-delay-us", str(opts.max_queue_delay_us),
+            "--threads", str(opts.threads),
+        ]  # fmt: skip
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        # The server venv must not see this venv's packages (numpy 2 vs <2).
+        env.pop("PYTHONPATH", None)
+        env.pop("VIRTUAL_ENV", None)
+        with self.log_path.open("ab") as logf:
+            self._log_offset = logf.tell()
+            logf.write(f"\n==== flinkai: starting {' '.join(cmd)}\n".encode())
+            logf.flush()
+            started = time.perf_counter()
+            self._proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=run_dir,
+                # Own process group: stop/kill reach tritonserver and the backend stubs.
+                start_new_session=True,
+            )
+        self._write_pid_file()
+        self._say(
+            f"started Triton (pid {self._proc.pid}) for {manifest.name}@{manifest.version} "
+            f"on grpc {self.grpc_url}; waiting for the model (log: {self.log_path})"
+        )
+        try:
+            self._wait_ready(started)
+        except BaseException:
+            self._terminate(graceful=False)
+            raise
+        elapsed = time.perf_counter() - started
+        self.start_times_s.append(elapsed)
+        self._say(f"Triton ready in {elapsed:.1f}s: model {manifest.name} on grpc {self.grpc_url}")
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after ``stop_timeout_s``; idempotent."""
+        self._terminate(graceful=True)
+
+    def kill(self) -> None:
+        """SIGKILL the whole server process group at once (simulates a crash)."""
+        self._terminate(graceful=False)
+
+    def restart(self) -> TritonServer:
+        """Stop (if running) and start again on the same ports."""
+        self.stop()
+        return self.start()
+
+    def wait(self) -> int:
+        """Block until the server process exits; returns its exit code."""
+        if self._proc is None:
+            raise SetupError("the server was not started")
+        return self._proc.wait()
+
+    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+        """The last ``lines`` lines the server wrote since the latest start."""
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(self._log_offset)
+                text = f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return "(no server log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def __enter__(self) -> TritonServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _wait_ready(self, started: float) -> None:
+        grpc: Any = require("tritonclient.grpc", "triton")
+        deadline = started + self.options.start_timeout_s
+        last_error = "no answer yet"
+        client = grpc.InferenceServerClient(self.grpc_url)
+        try:
+            while True:
+                assert self._proc is not None
+                code = self._proc.poll()
+                if code is not None:
+                    raise SetupError(
+                        f"Triton exited with code {code} during start-up "
+                        f"(log: {self.log_path}):\n{self.log_tail()}"
+                    )
+                try:
+                    if client.is_server_live(client_timeout=2.0) and client.is_model_ready(
+                        self._model_name, client_timeout=2.0
+                    ):
+                        return
+                    last_error = f"server live, model {self._model_name!r} not ready yet"
+                except grpc.InferenceServerException as e:
+                    last_error = str(e)
+                if time.perf_counter() > deadline:
+                    raise SetupError(
+                        f"Triton was not ready within {self.options.start_timeout_s:.0f}s on "
+                        f"{self.grpc_url} ({last_error}); log {self.log_path}:\n{self.log_tail()}"
+                    )
+                time.sleep(0.25)
+        finally:
+            client.close()
+
+    def _terminate(self, *, graceful: bool) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        pid = proc.pid
+        # Listed while the group still exists: afterwards nothing says what it used.
+        segments = _group_shm_segments(pid)
+        if proc.poll() is None and graceful:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=self.options.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                log.warning(
+                    "Triton (pid %d) ignored SIGTERM for %.0fs; killing it",
+                    pid,
+                    self.options.stop_timeout_s,
+                )
+        # Also after a graceful exit: a stray tritonserver or stub must not keep the ports.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        proc.wait()
+        self._proc = None
+        _remove_shm_segments(pid, segments)
+        with contextlib.suppress(FileNotFoundError):
+            self.pid_path.unlink()
+
+    def _write_pid_file(self) -> None:
+        assert self._proc is not None
+        info = ServerInfo(
+            pid=self._proc.pid,
+            grpc_url=self.grpc_url,
+            http_port=self.options.http_port,
+            metrics_port=self.options.metrics_port,
+            model_name=self._model_name,
+            log_path=str(self.log_path),
+            started_at=time.time(),
+        )
+        tmp = self.pid_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(info)) + "\n", encoding="utf-8")
+        os.replace(tmp, self.pid_path)
+
+    def detach(self) -> ServerInfo:
+        """Forget the child process and leave it running (for ``flinkai serve triton``).
+
+        Returns:
+            What the pid file records; :func:`stop_detached` stops it later.
+        """
+        info = read_pid_file(self.run_dir)
+        if self._proc is None or info is None:
+            raise SetupError("no running server to detach")
+        # Popen would otherwise warn, when collected, that its child still runs: that is
+        # the point here. The pid file (and stop_detached) take over from this object.
+        self._proc.returncode = 0
+        self._proc = None
+        return info
+
+
+def _group_shm_segments(pgid: int) -> set[Path]:
+    """Shared-memory files mapped by the processes of group ``pgid`` (read from /proc)."""
+    found: set[Path] = set()
+    for proc_dir in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (proc_dir / "stat").read_text()
+            # Fields after "(comm)": state, ppid, pgrp, ...
+            if int(stat.rpartition(")")[2].split()[2]) != pgid:
+                continue
+            maps = (proc_dir / "maps").read_text()
+        except (OSError, ValueError, IndexError):
+            continue  # the process exited meanwhile, or is not ours to read
+        for line in maps.splitlines():
+            _, sep, path = line.partition("/dev/shm/")
+            if sep:
+                found.add(Path("/dev/shm") / path.removesuffix(" (deleted)").strip())
+    return found
+
+
+def _remove_shm_segments(pid: int, segments: set[Path]) -> None:
+    # A killed PyTriton cannot unlink its shared memory (the Python backend's regions,
+    # named after the app's pid, and the tensor store's psm_* segments), so the
+    # launcher does, limited to what this server's processes had mapped.
+    for path in {*segments, *Path("/dev/shm").glob(f"pytrtion{pid}-*")}:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def stop_detached(run_dir: Path, *, timeout_s: float = 30.0) -> ServerInfo | None:
+    """Stop the server a pid file in ``run_dir`` records (SIGTERM, then SIGKILL).
+
+    Returns:
+        The stopped server, or None when none was running (a stale pid file is removed).
+    """
+    info = read_pid_file(run_dir)
+    pid_path = run_dir / "server.pid"
+    if info is None or not is_server_process(info.pid):
+        with contextlib.suppress(FileNotFoundError):
+            pid_path.unlink()
+        return None
+    segments = _group_shm_segments(info.pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(info.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and is_server_process(info.pid):
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(info.pid, signal.SIGKILL)
+    _remove_shm_segments(info.pid, segments)
+    with contextlib.suppress(FileNotFoundError):
+        pid_path.unlink()
+    return info
