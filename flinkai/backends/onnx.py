@@ -1,0 +1,387 @@
+"""Text embeddings with ONNX Runtime and ``tokenizers``: the hot path, no torch.
+
+The exported graph already does mean pooling and L2 normalisation, so a batch is
+tokenise → pad → one ``session.run`` per sub-batch. Padding is the main waste on
+CPU, so texts are sorted by token length and every sub-batch is padded only to
+its own longest text; outputs are put back in input order.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from flinkai.backends.base import EmbeddingBackend
+from flinkai.backends.errors import BackendError, InvalidInput
+from flinkai.config import Config, EmbeddingConfig, ModelConfig, OnnxConfig
+from flinkai.errors import ConfigError
+from flinkai.models.artifacts import ArtifactError, ModelArtifacts, load_artifacts
+
+__all__ = [
+    "PROVIDERS",
+    "OnnxEmbeddingBackend",
+    "SharedBackendCache",
+    "release_shared_backend",
+    "shared_backend",
+]
+
+log = logging.getLogger(__name__)
+
+#: Execution providers to request per ``OnnxConfig.provider``, in priority order.
+PROVIDERS: dict[str, tuple[str, ...]] = {
+    "cpu": ("CPUExecutionProvider",),
+    "cuda": ("CUDAExecutionProvider", "CPUExecutionProvider"),
+    "tensorrt": ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"),
+}
+
+_WARMUP_TEXTS = ("Warm-up: the first run allocates buffers and picks kernels.", "ok")
+
+
+class OnnxEmbeddingBackend(EmbeddingBackend):
+    """Embeds texts with the exported ONNX model (see :mod:`flinkai.models.artifacts`).
+
+    Build it from a whole :class:`~flinkai.config.Config` or from the three sections
+    it reads; keyword sections override those of ``config``.
+
+    Args:
+        config: The flinkai config.
+        model: Which artifacts to load (name, dir, dim, max_seq_length).
+        onnx: Session options: provider, thread counts, model variant.
+        embedding: Sub-batch size and whether to sort by token length.
+
+    Example:
+        >>> with OnnxEmbeddingBackend(load_config()) as backend:  # doctest: +SKIP
+        ...     vectors = backend.infer_batch(["a text", "another one"])
+    """
+
+    name = "onnx"
+
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        model: ModelConfig | None = None,
+        onnx: OnnxConfig | None = None,
+        embedding: EmbeddingConfig | None = None,
+    ) -> None:
+        super().__init__()
+        base = config or Config()
+        self.model_config = model or base.model
+        self.onnx_config = onnx or base.onnx
+        self.embedding_config = embedding or base.embedding
+        if self.embedding_config.batch_size < 1:
+            raise ConfigError(
+                f"embedding.batch_size must be >= 1, got {self.embedding_config.batch_size}"
+            )
+        if self.onnx_config.provider not in PROVIDERS:
+            raise ConfigError(
+                f"onnx.provider {self.onnx_config.provider!r} is not one of {list(PROVIDERS)}"
+            )
+        self.dim = self.model_config.dim
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._artifacts: ModelArtifacts | None = None
+        self._input_names: tuple[str, ...] = ()
+        self._output_name = ""
+        self._version = "unknown"
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Verify the artifacts, create the session and tokenizer, run one warm-up batch.
+
+        Raises:
+            ArtifactError: Artifacts are missing or corrupted (run ``flinkai model export``).
+            ConfigError: The config asks for more tokens than the model was exported with.
+            BackendError: ONNX Runtime could not create the session or run the warm-up.
+        """
+        with self._lock:
+            if self._session is not None:
+                return
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            phases = self.cold_start.phases_s
+            t0 = time.perf_counter()
+            artifacts = load_artifacts(self.model_config)
+            model_path = artifacts.model_file(self.onnx_config.variant)
+            if self.model_config.max_seq_length > artifacts.max_seq_length:
+                raise ConfigError(
+                    f"model.max_seq_length={self.model_config.max_seq_length} exceeds the "
+                    f"{artifacts.max_seq_length} tokens {artifacts.root} was exported with"
+                )
+            phases["artifacts_verify"] = time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            try:
+                session = ort.InferenceSession(
+                    str(model_path),
+                    sess_options=self._session_options(ort),
+                    providers=list(self._providers(ort.get_available_providers())),
+                )
+            except Exception as e:  # onnxruntime's errors share no base class but Exception
+                raise BackendError(
+                    f"cannot create an ONNX Runtime session for {model_path}: {e}"
+                ) from e
+            phases["session_create"] = time.perf_counter() - t0
+            self._check_graph(session, artifacts)
+
+            t0 = time.perf_counter()
+            tokenizer = Tokenizer.from_file(str(artifacts.tokenizer_path))
+            # A shorter config value is allowed: it trades accuracy on long texts for speed.
+            tokenizer.enable_truncation(self.model_config.max_seq_length)
+            tokenizer.no_padding()  # padding is done per sub-batch, below
+            phases["tokenizer_load"] = time.perf_counter() - t0
+
+            self._session, self._tokenizer, self._artifacts = session, tokenizer, artifacts
+            self._input_names = artifacts.input_names
+            self._output_name = artifacts.output_name
+            self.dim = artifacts.dim
+            suffix = "" if self.onnx_config.variant == "fp32" else f"-{self.onnx_config.variant}"
+            self._version = f"{artifacts.model_version}{suffix}"
+
+            t0 = time.perf_counter()
+            try:
+                self._infer(list(_WARMUP_TEXTS))
+            except BaseException:
+                self._release()
+                raise
+            phases["warmup_first_batch"] = time.perf_counter() - t0
+            log.info(
+                "loaded %s from %s on %s in %.2fs (%s)",
+                self._version,
+                model_path,
+                ",".join(session.get_providers()),
+                self.cold_start.total_s,
+                ", ".join(f"{k} {v:.3f}s" for k, v in phases.items()),
+            )
+
+    def close(self) -> None:
+        """Drop the session and tokenizer; :meth:`load` may be called again later."""
+        with self._lock:
+            self._release()
+
+    def _release(self) -> None:
+        self._session = None
+        self._tokenizer = None
+        self._artifacts = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._session is not None
+
+    # -- inference ---------------------------------------------------------------------
+
+    def batch_size(self) -> int:
+        return self.embedding_config.batch_size
+
+    @property
+    def model_version(self) -> str:
+        """``<name>@<version>`` from the manifest (``-int8``/``-fp16`` appended for variants)."""
+        return self._version
+
+    @property
+    def providers(self) -> list[str]:
+        """Execution providers the session really uses, best first (empty before load)."""
+        return list(self._session.get_providers()) if self._session is not None else []
+
+    @property
+    def artifacts(self) -> ModelArtifacts:
+        if self._artifacts is None:
+            raise BackendError(f"{type(self).__name__} used before load()")
+        return self._artifacts
+
+    def infer_batch(self, batch: Sequence[str]) -> np.ndarray:
+        """Embed texts.
+
+        Args:
+            batch: Texts; each is truncated to ``model.max_seq_length`` tokens.
+
+        Returns:
+            float32 array ``[len(batch), dim]``, L2-normalised rows, in input order.
+
+        Raises:
+            InvalidInput: An element is not a ``str``.
+            BackendError: Called before :meth:`load`, or ONNX Runtime failed.
+        """
+        texts = list(batch)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise InvalidInput(f"batch[{i}] is {type(text).__name__}, expected str")
+        if self._session is None:
+            raise BackendError(f"{type(self).__name__}.infer_batch called before load()")
+        if not texts:
+            return np.empty((0, self.dim), dtype=np.float32)
+        return self._infer(texts)
+
+    def _infer(self, texts: list[str]) -> np.ndarray:
+        # Local references: a concurrent close() must not swap them out mid-batch.
+        session, tokenizer = self._session, self._tokenizer
+        if session is None:
+            raise BackendError(f"{type(self).__name__} was closed")
+        encodings = tokenizer.encode_batch(texts)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        n = len(encodings)
+        order = (
+            np.argsort(lengths, kind="stable")
+            if self.embedding_config.sort_by_length
+            else np.arange(n)
+        )
+        out = np.empty((n, self.dim), dtype=np.float32)
+        step = self.embedding_config.batch_size
+        for start in range(0, n, step):
+            idx = order[start : start + step]
+            feed = self._pad([encodings[i] for i in idx], lengths[idx])
+            try:
+                (result,) = session.run([self._output_name], feed)
+            except Exception as e:  # onnxruntime's errors share no base class but Exception
+                raise BackendError(f"ONNX Runtime failed on a batch of {len(idx)}: {e}") from e
+            out[idx] = result
+        return out
+
+    def _pad(self, encodings: list[Any], lengths: np.ndarray) -> dict[str, np.ndarray]:
+        """Right-pad one sub-batch to its own longest text, without a Python loop per row."""
+        width = int(lengths.max())
+        mask = np.arange(width)[None, :] < lengths[:, None]
+        total = int(lengths.sum())
+        ids = np.zeros(mask.shape, dtype=np.int64)
+        ids[mask] = np.fromiter((t for e in encodings for t in e.ids), dtype=np.int64, count=total)
+        type_ids = np.zeros(mask.shape, dtype=np.int64)
+        type_ids[mask] = np.fromiter(
+            (t for e in encodings for t in e.type_ids), dtype=np.int64, count=total
+        )
+        feed = {
+            "input_ids": ids,
+            "attention_mask": mask.astype(np.int64),
+            "token_type_ids": type_ids,
+        }
+        return {name: feed[name] for name in self._input_names}
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _providers(self, available: Sequence[str]) -> tuple[str, ...]:
+        requested = PROVIDERS[self.onnx_config.provider]
+        chosen = tuple(p for p in requested if p in available) or ("CPUExecutionProvider",)
+        missing = [p for p in requested if p not in available]
+        if missing:
+            log.warning(
+                "onnx.provider=%s: %s not available in this onnxruntime build (available: %s); "
+                "using %s",
+                self.onnx_config.provider,
+                ", ".join(missing),
+                ", ".join(available),
+                ", ".join(chosen),
+            )
+        return chosen
+
+    def _session_options(self, ort: Any) -> Any:
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.intra_op_num_threads = self.onnx_config.intra_op_threads
+        opts.inter_op_num_threads = self.onnx_config.inter_op_threads
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        return opts
+
+    @staticmethod
+    def _check_graph(session: Any, artifacts: ModelArtifacts) -> None:
+        inputs = {i.name for i in session.get_inputs()}
+        outputs = {o.name for o in session.get_outputs()}
+        if inputs != set(artifacts.input_names) or artifacts.output_name not in outputs:
+            raise ArtifactError(
+                f"{artifacts.root}: graph inputs {sorted(inputs)} / outputs {sorted(outputs)} do "
+                f"not match the manifest ({list(artifacts.input_names)} / {artifacts.output_name})"
+            )
+
+
+@dataclass
+class _Entry:
+    backend: OnnxEmbeddingBackend
+    refs: int
+
+
+class SharedBackendCache:
+    """Reference-counted backends, one per distinct config, shared within a process.
+
+    Several UDF instances in one Python worker call :meth:`acquire` in ``open()`` and
+    :meth:`release` in ``close()``; they share one ONNX Runtime session, and the last
+    release closes it. Thread-safe. A forked child starts with an empty cache, since
+    ONNX Runtime sessions must not be used across ``fork``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, _Entry] = {}
+        self._pid = os.getpid()
+
+    @staticmethod
+    def key(config: Config) -> str:
+        """Cache key: the sections that decide which session is built and how it is used."""
+        d = config.as_dict()
+        return json.dumps([d["model"], d["onnx"], d["embedding"]], sort_keys=True)
+
+    def acquire(self, config: Config) -> OnnxEmbeddingBackend:
+        """The loaded backend for ``config``, loading it on first use."""
+        key = self.key(config)
+        with self._lock:
+            self._forget_if_forked()
+            entry = self._entries.get(key)
+            if entry is None:
+                backend = OnnxEmbeddingBackend(config)
+                backend.load()  # under the lock: concurrent first users wait, no double load
+                entry = self._entries[key] = _Entry(backend, 0)
+            entry.refs += 1
+            return entry.backend
+
+    def release(self, backend: OnnxEmbeddingBackend) -> None:
+        """Give back one reference; the last one closes the backend.
+
+        Raises:
+            ValueError: ``backend`` did not come from this cache (or was released too often).
+        """
+        with self._lock:
+            self._forget_if_forked()
+            for key, entry in self._entries.items():
+                if entry.backend is backend:
+                    entry.refs -= 1
+                    if entry.refs == 0:
+                        del self._entries[key]
+                        backend.close()
+                    return
+        raise ValueError("release() of a backend this cache does not hold")
+
+    def refs(self, config: Config) -> int:
+        """Current reference count for ``config`` (0 when not loaded)."""
+        with self._lock:
+            entry = self._entries.get(self.key(config))
+            return entry.refs if entry else 0
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def _forget_if_forked(self) -> None:
+        if os.getpid() != self._pid:
+            self._entries = {}
+            self._pid = os.getpid()
+
+
+_shared = SharedBackendCache()
+
+
+def shared_backend(config: Config) -> OnnxEmbeddingBackend:
+    """Acquire this process's shared backend for ``config`` (see :class:`SharedBackendCache`)."""
+    return _shared.acquire(config)
+
+
+def release_shared_backend(backend: OnnxEmbeddingBackend) -> None:
+    """Release a backend obtained from :func:`shared_backend`."""
+    _shared.release(backend)
