@@ -51,7 +51,7 @@ class InferenceBackend(abc.ABC, Generic[In]):
     def infer_batch(self, batch: Sequence[In]) -> np.ndarray:
         """Run one batch; returns one output row per input, in input order."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook, default is a no-op
+    def close(self) -> None:
         """Release sessions, connections and device memory."""
 
     def batch_size(self) -> int:

@@ -8,18 +8,16 @@ its own longest text; outputs are put back in input order.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from flinkai.backends.base import EmbeddingBackend
+from flinkai.backends.batching import load_tokenizer, plan_sub_batches
 from flinkai.backends.errors import BackendError, InvalidInput
 from flinkai.config import Config, EmbeddingConfig, ModelConfig, OnnxConfig
 from flinkai.errors import ConfigError
@@ -28,9 +26,6 @@ from flinkai.models.artifacts import ArtifactError, ModelArtifacts, load_artifac
 __all__ = [
     "PROVIDERS",
     "OnnxEmbeddingBackend",
-    "SharedBackendCache",
-    "release_shared_backend",
-    "shared_backend",
 ]
 
 log = logging.getLogger(__name__)
@@ -108,8 +103,6 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
             if self._session is not None:
                 return
             import onnxruntime as ort
-            from tokenizers import Tokenizer
-
             phases = self.cold_start.phases_s
             t0 = time.perf_counter()
             artifacts = load_artifacts(self.model_config)
@@ -136,10 +129,7 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
             self._check_graph(session, artifacts)
 
             t0 = time.perf_counter()
-            tokenizer = Tokenizer.from_file(str(artifacts.tokenizer_path))
-            # A shorter config value is allowed: it trades accuracy on long texts for speed.
-            tokenizer.enable_truncation(self.model_config.max_seq_length)
-            tokenizer.no_padding()  # padding is done per sub-batch, below
+            tokenizer = load_tokenizer(artifacts.tokenizer_path, self.model_config.max_seq_length)
             phases["tokenizer_load"] = time.perf_counter() - t0
 
             self._session, self._tokenizer, self._artifacts = session, tokenizer, artifacts
@@ -228,43 +218,17 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
         session, tokenizer = self._session, self._tokenizer
         if session is None:
             raise BackendError(f"{type(self).__name__} was closed")
-        encodings = tokenizer.encode_batch(texts)
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-        n = len(encodings)
-        order = (
-            np.argsort(lengths, kind="stable")
-            if self.embedding_config.sort_by_length
-            else np.arange(n)
-        )
-        out = np.empty((n, self.dim), dtype=np.float32)
-        step = self.embedding_config.batch_size
-        for start in range(0, n, step):
-            idx = order[start : start + step]
-            feed = self._pad([encodings[i] for i in idx], lengths[idx])
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for sub in plan_sub_batches(tokenizer, texts, self.embedding_config.batch_size,
+                                    self.embedding_config.sort_by_length):
+            idx = sub.index
+            feed = {name: sub.feed[name] for name in self._input_names}
             try:
                 (result,) = session.run([self._output_name], feed)
             except Exception as e:  # onnxruntime's errors share no base class but Exception
                 raise BackendError(f"ONNX Runtime failed on a batch of {len(idx)}: {e}") from e
             out[idx] = result
         return out
-
-    def _pad(self, encodings: list[Any], lengths: np.ndarray) -> dict[str, np.ndarray]:
-        """Right-pad one sub-batch to its own longest text, without a Python loop per row."""
-        width = int(lengths.max())
-        mask = np.arange(width)[None, :] < lengths[:, None]
-        total = int(lengths.sum())
-        ids = np.zeros(mask.shape, dtype=np.int64)
-        ids[mask] = np.fromiter((t for e in encodings for t in e.ids), dtype=np.int64, count=total)
-        type_ids = np.zeros(mask.shape, dtype=np.int64)
-        type_ids[mask] = np.fromiter(
-            (t for e in encodings for t in e.type_ids), dtype=np.int64, count=total
-        )
-        feed = {
-            "input_ids": ids,
-            "attention_mask": mask.astype(np.int64),
-            "token_type_ids": type_ids,
-        }
-        return {name: feed[name] for name in self._input_names}
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -300,88 +264,3 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
                 f"{artifacts.root}: graph inputs {sorted(inputs)} / outputs {sorted(outputs)} do "
                 f"not match the manifest ({list(artifacts.input_names)} / {artifacts.output_name})"
             )
-
-
-@dataclass
-class _Entry:
-    backend: OnnxEmbeddingBackend
-    refs: int
-
-
-class SharedBackendCache:
-    """Reference-counted backends, one per distinct config, shared within a process.
-
-    Several UDF instances in one Python worker call :meth:`acquire` in ``open()`` and
-    :meth:`release` in ``close()``; they share one ONNX Runtime session, and the last
-    release closes it. Thread-safe. A forked child starts with an empty cache, since
-    ONNX Runtime sessions must not be used across ``fork``.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entries: dict[str, _Entry] = {}
-        self._pid = os.getpid()
-
-    @staticmethod
-    def key(config: Config) -> str:
-        """Cache key: the sections that decide which session is built and how it is used."""
-        d = config.as_dict()
-        return json.dumps([d["model"], d["onnx"], d["embedding"]], sort_keys=True)
-
-    def acquire(self, config: Config) -> OnnxEmbeddingBackend:
-        """The loaded backend for ``config``, loading it on first use."""
-        key = self.key(config)
-        with self._lock:
-            self._forget_if_forked()
-            entry = self._entries.get(key)
-            if entry is None:
-                backend = OnnxEmbeddingBackend(config)
-                backend.load()  # under the lock: concurrent first users wait, no double load
-                entry = self._entries[key] = _Entry(backend, 0)
-            entry.refs += 1
-            return entry.backend
-
-    def release(self, backend: OnnxEmbeddingBackend) -> None:
-        """Give back one reference; the last one closes the backend.
-
-        Raises:
-            ValueError: ``backend`` did not come from this cache (or was released too often).
-        """
-        with self._lock:
-            self._forget_if_forked()
-            for key, entry in self._entries.items():
-                if entry.backend is backend:
-                    entry.refs -= 1
-                    if entry.refs == 0:
-                        del self._entries[key]
-                        backend.close()
-                    return
-        raise ValueError("release() of a backend this cache does not hold")
-
-    def refs(self, config: Config) -> int:
-        """Current reference count for ``config`` (0 when not loaded)."""
-        with self._lock:
-            entry = self._entries.get(self.key(config))
-            return entry.refs if entry else 0
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
-
-    def _forget_if_forked(self) -> None:
-        if os.getpid() != self._pid:
-            self._entries = {}
-            self._pid = os.getpid()
-
-
-_shared = SharedBackendCache()
-
-
-def shared_backend(config: Config) -> OnnxEmbeddingBackend:
-    """Acquire this process's shared backend for ``config`` (see :class:`SharedBackendCache`)."""
-    return _shared.acquire(config)
-
-
-def release_shared_backend(backend: OnnxEmbeddingBackend) -> None:
-    """Release a backend obtained from :func:`shared_backend`."""
-    _shared.release(backend)

@@ -14,7 +14,12 @@ from dataclasses import dataclass
 from flinkai.backends.base import EmbeddingBackend
 from flinkai.config import Config
 
-__all__ = ["acquire_embedding_backend", "live_backends", "release_embedding_backend"]
+__all__ = [
+    "acquire_embedding_backend",
+    "live_backends",
+    "refs",
+    "release_embedding_backend",
+]
 
 
 @dataclass
@@ -49,7 +54,11 @@ def acquire_embedding_backend(config: Config) -> EmbeddingBackend:
 
 
 def release_embedding_backend(backend: EmbeddingBackend) -> None:
-    """Give a backend back; the last release closes it."""
+    """Give a backend back; the last release closes it.
+
+    Raises:
+        ValueError: ``backend`` is not held (released twice, or never acquired).
+    """
     with _lock:
         for key, entry in list(_entries.items()):
             if entry.backend is backend:
@@ -58,6 +67,14 @@ def release_embedding_backend(backend: EmbeddingBackend) -> None:
                     del _entries[key]
                     backend.close()
                 return
+    raise ValueError("release of a backend that is not held (released twice?)")
+
+
+def refs(config: Config) -> int:
+    """How many holders share the backend for ``config`` (0 when none is loaded)."""
+    with _lock:
+        entry = _entries.get(_key(config))
+        return entry.refs if entry else 0
 
 
 def live_backends() -> int:

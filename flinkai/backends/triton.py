@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from flinkai.backends.base import EmbeddingBackend
+from flinkai.backends.batching import load_tokenizer, plan_sub_batches
 from flinkai.backends.errors import (
     BackendError,
     BackendTimeout,
@@ -178,11 +179,7 @@ class TritonEmbeddingBackend(EmbeddingBackend):
             phases["artifacts_verify"] = time.perf_counter() - t0
 
             t0 = time.perf_counter()
-            from tokenizers import Tokenizer
-
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
-            tokenizer.enable_truncation(self.model_config.max_seq_length)
-            tokenizer.no_padding()  # padded per sub-batch, to that sub-batch's longest text
+            tokenizer = load_tokenizer(tokenizer_path, self.model_config.max_seq_length)
             phases["tokenizer_load"] = time.perf_counter() - t0
 
             t0 = time.perf_counter()
@@ -278,16 +275,11 @@ class TritonEmbeddingBackend(EmbeddingBackend):
         tokenizer = self._tokenizer
         if tokenizer is None:
             raise BackendError(f"{type(self).__name__} was closed")
-        encodings = tokenizer.encode_batch(texts)
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-        n = len(encodings)
-        order = (
-            np.argsort(lengths, kind="stable")
-            if self.embedding_config.sort_by_length
-            else np.arange(n)
-        )
-        parts = [order[s : s + self._sub_batch] for s in range(0, n, self._sub_batch)]
-        feeds = [_pad([encodings[i] for i in idx], lengths[idx]) for idx in parts]
+        subs = list(plan_sub_batches(tokenizer, texts, self._sub_batch,
+                                     self.embedding_config.sort_by_length))
+        parts = [sub.index for sub in subs]
+        feeds = [sub.feed for sub in subs]
+        n = len(texts)
         results = self._call(self._infer_all(feeds))
         out = np.empty((n, self.dim), dtype=np.float32)
         for idx, result in zip(parts, results, strict=True):
@@ -461,20 +453,6 @@ def _map_error(error: Any, url: str, hint: str) -> BackendError:
     if hint and kind is BackendUnavailable:
         text = f"{text}; {hint}"
     return kind(text)
-
-
-def _pad(encodings: list[Any], lengths: np.ndarray) -> dict[str, np.ndarray]:
-    """Right-pad one sub-batch to its own longest text (same layout as the ONNX backend)."""
-    width = int(lengths.max())
-    mask = np.arange(width)[None, :] < lengths[:, None]
-    total = int(lengths.sum())
-    ids = np.zeros(mask.shape, dtype=np.int64)
-    ids[mask] = np.fromiter((t for e in encodings for t in e.ids), dtype=np.int64, count=total)
-    type_ids = np.zeros(mask.shape, dtype=np.int64)
-    type_ids[mask] = np.fromiter(
-        (t for e in encodings for t in e.type_ids), dtype=np.int64, count=total
-    )
-    return {"input_ids": ids, "attention_mask": mask.astype(np.int64), "token_type_ids": type_ids}
 
 
 def _client_artifacts(model_config: ModelConfig) -> tuple[Any, Any]:

@@ -15,7 +15,8 @@ import pytest
 
 from flinkai.backends.base import EmbeddingBackend
 from flinkai.backends.errors import InvalidInput
-from flinkai.backends.onnx import OnnxEmbeddingBackend, SharedBackendCache
+from flinkai.backends import shared
+from flinkai.backends.onnx import OnnxEmbeddingBackend
 from flinkai.backends.registry import create_embedding_backend
 from flinkai.config import Config, EmbeddingConfig, ModelConfig, OnnxConfig
 from flinkai.datasets import DatasetNotFoundError, load_ag_news
@@ -194,22 +195,24 @@ def test_corrupted_copy_is_refused(artifacts: ModelArtifacts, tmp_path: Path) ->
         OnnxEmbeddingBackend(model=cfg).load()
 
 
-def test_shared_cache_counts_references(artifacts: ModelArtifacts) -> None:
-    cache = SharedBackendCache()
+def test_shared_backend_is_loaded_once_per_config_and_closed_by_the_last_holder(
+    artifacts: ModelArtifacts,
+) -> None:
     cfg = _config(batch_size=16)
-    first = cache.acquire(cfg)
-    second = cache.acquire(cfg)
-    assert first is second and cache.refs(cfg) == 2 and len(cache) == 1
-    other = cache.acquire(_config(batch_size=8))
-    assert other is not first and len(cache) == 2
-    cache.release(first)
-    assert cache.refs(cfg) == 1 and first.loaded
-    cache.release(second)
-    assert cache.refs(cfg) == 0 and not first.loaded
-    cache.release(other)
-    assert len(cache) == 0
+    before = shared.live_backends()
+    first = shared.acquire_embedding_backend(cfg)
+    second = shared.acquire_embedding_backend(cfg)
+    assert first is second and shared.refs(cfg) == 2
+    other = shared.acquire_embedding_backend(_config(batch_size=8))
+    assert other is not first and shared.live_backends() == before + 2
+    shared.release_embedding_backend(first)
+    assert shared.refs(cfg) == 1 and isinstance(first, OnnxEmbeddingBackend) and first.loaded
+    shared.release_embedding_backend(second)
+    assert shared.refs(cfg) == 0 and not first.loaded
+    shared.release_embedding_backend(other)
+    assert shared.live_backends() == before
     with pytest.raises(ValueError):
-        cache.release(first)
+        shared.release_embedding_backend(first)
 
 
 def test_registry_creates_an_onnx_backend(artifacts: ModelArtifacts) -> None:
