@@ -28,6 +28,7 @@ __all__ = [
     "KafkaConfig",
     "ModelConfig",
     "OnnxConfig",
+    "RegistryConfig",
     "RuntimeConfig",
     "TritonConfig",
     "load_config",
@@ -99,6 +100,24 @@ class EmbeddingConfig:
 
 
 @dataclass(frozen=True)
+class RegistryConfig:
+    """Where UDFs find published models (``flinkai registry``), and how they hot-swap."""
+
+    #: Serve the model from the registry with hot swap, instead of ``model.dir``.
+    enabled: bool = False
+    #: Registry root; empty means ``$FLINKAI_HOME/registry``.
+    root: str = ""
+    #: Registry name of the model; empty means ``model.name``.
+    name: str = ""
+    #: How often a running UDF stats the model's ``CURRENT`` pointer, between batches.
+    poll_interval_s: float = 5.0
+    #: How a new version is checked before it serves: sha256 every load, on first load, or sizes.
+    verify: Literal["always", "once", "size"] = "once"
+    #: Accept a version with another embedding width (the sink's vector column is fixed).
+    allow_dim_change: bool = False
+
+
+@dataclass(frozen=True)
 class RuntimeConfig:
     """Flink execution settings the runner applies before a script runs."""
 
@@ -128,6 +147,7 @@ class Config:
     onnx: OnnxConfig = field(default_factory=OnnxConfig)
     triton: TritonConfig = field(default_factory=TritonConfig)
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    registry: RegistryConfig = field(default_factory=RegistryConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     #: Values for ``${NAME}`` placeholders in SQL scripts.
     vars: Mapping[str, str] = field(default_factory=dict)

@@ -33,6 +33,11 @@ def create_embedding_backend(config: Config) -> EmbeddingBackend:
         ConfigError: The backend name is unknown, or its module or class is missing.
         MissingDependencyError: The backend's optional dependencies are not installed.
     """
+    if config.registry.enabled:
+        # Serve registry.name's CURRENT version and hot-swap between batches.
+        from flinkai.models.hotswap import hot_swapping_backend
+
+        return hot_swapping_backend(config, config.registry)
     kind = config.embedding.backend
     if kind not in BACKENDS:
         raise ConfigError(f"embedding.backend {kind!r} is not one of {sorted(BACKENDS)}")

@@ -35,7 +35,16 @@ _entries: dict[str, _Entry] = {}
 def _key(config: Config) -> str:
     # Only the sections that change which model is loaded, and how, identify a backend.
     d = config.as_dict()
-    return repr((d["embedding"]["backend"], d["model"], d["onnx"], d["triton"], d["embedding"]["batch_size"]))
+    return repr(
+        (
+            d["embedding"]["backend"],
+            d["model"],
+            d["onnx"],
+            d["triton"],
+            d["embedding"]["batch_size"],
+            d["registry"],
+        )
+    )
 
 
 def acquire_embedding_backend(config: Config) -> EmbeddingBackend:

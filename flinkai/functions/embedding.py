@@ -18,6 +18,7 @@ from flinkai.backends.errors import BackendError
 from flinkai.backends.shared import acquire_embedding_backend, release_embedding_backend
 from flinkai.config import Config
 from flinkai.functions.events import Reason
+from flinkai.models.hotswap import infer_with_version
 
 __all__ = ["EmbeddingFunction", "EmbeddingResult"]
 
@@ -64,9 +65,13 @@ class EmbeddingFunction:
         ok = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
         for i in set(range(n)) - set(ok):
             errors[i] = f"{Reason.EMPTY_TEXT.value}: text is null or blank"
+        version = backend.model_version
         if ok:
+            batch: list[str] = [texts[i] for i in ok]  # type: ignore[misc]
             try:
-                vectors = backend.infer_batch([texts[i] for i in ok])  # type: ignore[misc]
+                # The version comes back with the vectors: a hot-swapping backend may
+                # switch versions right after this batch, and every row must name its own.
+                vectors, version = infer_with_version(backend, batch)
             except BackendError as e:
                 log.warning("batch of %d failed: %s", len(ok), e)
                 detail = f"{Reason.INFERENCE_FAILED.value}: {type(e).__name__}: {e}"
@@ -81,4 +86,4 @@ class EmbeddingFunction:
                     )
                 for row, i in enumerate(ok):
                     embeddings[i] = vectors[row]
-        return EmbeddingResult(embeddings, backend.model_version, errors)
+        return EmbeddingResult(embeddings, version, errors)

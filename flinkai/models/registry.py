@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from flinkai.config import RegistryConfig
 from flinkai.errors import FlinkAIError
 from flinkai.models.artifacts import MANIFEST_FILE, read_manifest
 from flinkai.paths import cache_root
@@ -99,28 +100,6 @@ _LOCK_POLL_S = 0.05
 def default_registry_root() -> Path:
     """``$FLINKAI_HOME/registry``."""
     return cache_root() / "registry"
-
-
-@dataclass(frozen=True)
-class RegistryConfig:
-    """Where UDFs find published models, and how they pick up new versions.
-
-    Attributes:
-        enabled: Serve the model from the registry with hot swap, instead of ``model.dir``.
-        root: Registry root; empty means ``$FLINKAI_HOME/registry``.
-        name: Registry name of the model; empty means ``model.name``.
-        poll_interval_s: How often a running UDF stats ``CURRENT`` (between batches).
-        verify: How a new version's files are checked before it serves (see ``VerifyMode``).
-        allow_dim_change: Accept a new version whose embedding width differs from the
-            serving one (off: the sink's vector column has a fixed width).
-    """
-
-    enabled: bool = False
-    root: str = ""
-    name: str = ""
-    poll_interval_s: float = 5.0
-    verify: VerifyMode = "once"
-    allow_dim_change: bool = False
 
 
 def registry_root(config: RegistryConfig) -> Path:
