@@ -259,7 +259,9 @@ def default_config_path() -> Path | None:
 def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Load config from YAML (``path``, ``$FLINKAI_CONFIG`` or the default) plus env overrides."""
     env = os.environ if env is None else env
-    chosen = Path(path) if path else (Path(env["FLINKAI_CONFIG"]) if "FLINKAI_CONFIG" in env else None)
+    chosen = (
+        Path(path) if path else (Path(env["FLINKAI_CONFIG"]) if "FLINKAI_CONFIG" in env else None)
+    )
     if chosen is None:
         chosen = default_config_path()
     raw: dict[str, Any] = {}

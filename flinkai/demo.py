@@ -86,15 +86,17 @@ def run_demo(
     run_script(script, config, RunOptions(variables=variables, udf_dirs=udf_dirs))
     seconds = time.monotonic() - started
     # After a bounded job FINISHES its sinks have flushed; short timeouts suffice.
-    embedded = [json.loads(r.value) for r in consume_all(bootstrap, topics[1], timeout_s=30)]
-    dead = [json.loads(r.value) for r in consume_all(bootstrap, topics[2], timeout_s=30)]
+    embedded = [json.loads(r.value or b"null") for r in consume_all(bootstrap, topics[1], timeout_s=30)]
+    dead = [json.loads(r.value or b"null") for r in consume_all(bootstrap, topics[2], timeout_s=30)]
     return DemoReport(len(events), embedded, dead, seconds, topics)
 
 
 def print_report(report: DemoReport, show: int = 3) -> None:
     """Human-readable summary: a few embeddings, counts, dead letters by reason."""
-    print(f"\nfirst {min(show, len(report.embedded))} of {len(report.embedded)} embeddings "
-          f"on {report.topics[1]}:")
+    print(
+        f"\nfirst {min(show, len(report.embedded))} of {len(report.embedded)} embeddings "
+        f"on {report.topics[1]}:"
+    )
     for row in report.embedded[:show]:
         vec = row["embedding_vec"]
         assert isinstance(vec, list)

@@ -1,7 +1,7 @@
 """SQL functions for validating raw Kafka events.
 
-    CREATE TEMPORARY FUNCTION parse_click AS 'events.parse_click' LANGUAGE PYTHON;
-    CREATE TEMPORARY FUNCTION to_base64_bytes AS 'events.to_base64_bytes' LANGUAGE PYTHON;
+CREATE TEMPORARY FUNCTION parse_click AS 'events.parse_click' LANGUAGE PYTHON;
+CREATE TEMPORARY FUNCTION to_base64_bytes AS 'events.to_base64_bytes' LANGUAGE PYTHON;
 """
 
 import base64
@@ -28,7 +28,9 @@ CLICK_ROW = DataTypes.ROW(
 
 class _ParseClick(ScalarFunction):
     def open(self, function_context: FunctionContext) -> None:
-        self._max_text_bytes = config_from_function_context(function_context).embedding.max_text_bytes
+        self._max_text_bytes = config_from_function_context(
+            function_context
+        ).embedding.max_text_bytes
 
     def eval(self, payloads: pd.Series) -> pd.DataFrame:
         rows = []

@@ -45,7 +45,9 @@ def pad_encodings(encodings: Sequence[Any], lengths: np.ndarray) -> dict[str, np
     ids = np.zeros(mask.shape, dtype=np.int64)
     ids[mask] = np.fromiter((t for e in encodings for t in e.ids), dtype=np.int64, count=total)
     type_ids = np.zeros(mask.shape, dtype=np.int64)
-    type_ids[mask] = np.fromiter((t for e in encodings for t in e.type_ids), dtype=np.int64, count=total)
+    type_ids[mask] = np.fromiter(
+        (t for e in encodings for t in e.type_ids), dtype=np.int64, count=total
+    )
     return {"input_ids": ids, "attention_mask": mask.astype(np.int64), "token_type_ids": type_ids}
 
 

@@ -103,6 +103,7 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
             if self._session is not None:
                 return
             import onnxruntime as ort
+
             phases = self.cold_start.phases_s
             t0 = time.perf_counter()
             artifacts = load_artifacts(self.model_config)
@@ -219,8 +220,9 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
         if session is None:
             raise BackendError(f"{type(self).__name__} was closed")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for sub in plan_sub_batches(tokenizer, texts, self.embedding_config.batch_size,
-                                    self.embedding_config.sort_by_length):
+        for sub in plan_sub_batches(
+            tokenizer, texts, self.embedding_config.batch_size, self.embedding_config.sort_by_length
+        ):
             idx = sub.index
             feed = {name: sub.feed[name] for name in self._input_names}
             try:

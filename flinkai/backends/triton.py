@@ -275,8 +275,11 @@ class TritonEmbeddingBackend(EmbeddingBackend):
         tokenizer = self._tokenizer
         if tokenizer is None:
             raise BackendError(f"{type(self).__name__} was closed")
-        subs = list(plan_sub_batches(tokenizer, texts, self._sub_batch,
-                                     self.embedding_config.sort_by_length))
+        subs = list(
+            plan_sub_batches(
+                tokenizer, texts, self._sub_batch, self.embedding_config.sort_by_length
+            )
+        )
         parts = [sub.index for sub in subs]
         feeds = [sub.feed for sub in subs]
         n = len(texts)

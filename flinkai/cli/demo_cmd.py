@@ -12,7 +12,7 @@ from flinkai.errors import SetupError
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
         help="start local Kafka, produce sample clicks, run jobs/embed_clicks.sql, show results",

@@ -13,14 +13,24 @@ from flinkai.runtime.runner import RunOptions, run_script
 __all__ = ["parse_vars", "register"]
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a Flink SQL script, e.g. jobs/embed_clicks.sql")
     p.add_argument("script", type=Path)
     p.add_argument("--jobmanager", metavar="HOST:PORT", help="remote cluster REST endpoint")
-    p.add_argument("--var", action="append", default=[], metavar="NAME=VALUE",
-                   help="fill ${NAME} in the script (repeatable)")
-    p.add_argument("--udfs", action="append", type=Path, default=[],
-                   help="folder with UDF modules (default: udfs/ beside jobs/)")
+    p.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="fill ${NAME} in the script (repeatable)",
+    )
+    p.add_argument(
+        "--udfs",
+        action="append",
+        type=Path,
+        default=[],
+        help="folder with UDF modules (default: udfs/ beside jobs/)",
+    )
     p.add_argument("--detach", action="store_true", help="submit and return without waiting")
     p.add_argument("--timeout-s", type=float, default=0.0, help="cancel the job after this long")
     p.set_defaults(handler=_run)
@@ -47,7 +57,11 @@ def _run(args: argparse.Namespace) -> int:
     )
     where = args.jobmanager or "the embedded MiniCluster"
     print(f"running {args.script} on {where} ...", flush=True)
-    result = run_script(args.script, config, options,
-                        on_submit=lambda job_id: print(f"submitted job {job_id}", flush=True))
+    result = run_script(
+        args.script,
+        config,
+        options,
+        on_submit=lambda job_id: print(f"submitted job {job_id}", flush=True),
+    )
     print(f"job {result.job_id}: {result.status} after {result.duration_s:.1f} s")
     return 0

@@ -9,7 +9,7 @@ from flinkai.runtime.jars import JAR_KINDS, resolve_jars
 __all__ = ["register"]
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("setup", help="fetch the connector and Kafka jars from Maven Central")
     p.add_argument("--force", action="store_true", help="resolve again even if present")
     p.add_argument("--model", action="store_true", help="also export the ONNX model")

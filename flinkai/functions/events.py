@@ -11,12 +11,12 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import Enum
+from enum import StrEnum
 
 __all__ = ["ClickEvent", "Invalid", "Reason", "parse_click", "parse_clicks"]
 
 
-class Reason(str, Enum):
+class Reason(StrEnum):
     """Dead-letter reason codes; part of the DLQ record contract."""
 
     EMPTY_PAYLOAD = "empty_payload"
@@ -104,6 +104,8 @@ def parse_click(payload: bytes | None, max_text_bytes: int) -> ClickEvent | Inva
     return ClickEvent(str(user_id), click_text, event_time)
 
 
-def parse_clicks(payloads: Iterable[bytes | None], max_text_bytes: int) -> Sequence[ClickEvent | Invalid]:
+def parse_clicks(
+    payloads: Iterable[bytes | None], max_text_bytes: int
+) -> Sequence[ClickEvent | Invalid]:
     """Validate a batch (one Arrow batch of a pandas UDF)."""
     return [parse_click(p, max_text_bytes) for p in payloads]

@@ -398,7 +398,6 @@ def _record(r: Any) -> Record:
     )
 
 
-
 def broker_config(bootstrap: str, key: str, timeout_s: float = 10.0) -> str | None:
     """One effective broker setting (e.g. ``transaction.max.timeout.ms``), defaults included.
 

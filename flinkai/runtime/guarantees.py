@@ -50,9 +50,23 @@ def duration_ms(value: str) -> int:
     if m is None:
         raise ValueError(f"not a duration: {value!r}")
     n, unit = int(m.group(1)), m.group(2)
-    scale = {"": 1, "ms": 1, "milli": 1, "millis": 1, "s": 1000, "sec": 1000, "second": 1000,
-             "seconds": 1000, "min": 60_000, "m": 60_000, "minute": 60_000, "minutes": 60_000,
-             "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000}.get(unit)
+    scale = {
+        "": 1,
+        "ms": 1,
+        "milli": 1,
+        "millis": 1,
+        "s": 1000,
+        "sec": 1000,
+        "second": 1000,
+        "seconds": 1000,
+        "min": 60_000,
+        "m": 60_000,
+        "minute": 60_000,
+        "minutes": 60_000,
+        "h": 3_600_000,
+        "hour": 3_600_000,
+        "hours": 3_600_000,
+    }.get(unit)
     if scale is None:
         raise ValueError(f"unknown duration unit in {value!r}")
     return n * scale
@@ -65,7 +79,9 @@ def kafka_tables(statements: Sequence[Statement]) -> list[TableOptions]:
         m = _CREATE_TABLE_RE.match(stmt.text)
         if m is None:
             continue
-        options = {k.replace("''", "'"): v.replace("''", "'") for k, v in _OPTION_RE.findall(stmt.text)}
+        options = {
+            k.replace("''", "'"): v.replace("''", "'") for k, v in _OPTION_RE.findall(stmt.text)
+        }
         if options.get("connector") == "kafka":
             out.append(TableOptions(m.group(1), stmt, options))
     return out
@@ -94,39 +110,77 @@ def check_delivery(
             continue  # a source, or a sink relying on the connector default (at-least-once)
         if guarantee != "exactly-once":
             if guarantee == "at-least-once":
-                findings.append(Finding("warning", table.statement,
-                                        f"table {table.name}: at-least-once: a failure can duplicate records"))
+                findings.append(
+                    Finding(
+                        "warning",
+                        table.statement,
+                        f"table {table.name}: at-least-once: a failure can duplicate records",
+                    )
+                )
             continue
         if not table.options.get("sink.transactional-id-prefix"):
-            findings.append(Finding("error", table.statement,
-                                    f"table {table.name}: exactly-once needs 'sink.transactional-id-prefix', "
-                                    "unique per job (use ${TRANSACTIONAL_ID_PREFIX})"))
+            findings.append(
+                Finding(
+                    "error",
+                    table.statement,
+                    f"table {table.name}: exactly-once needs 'sink.transactional-id-prefix', "
+                    "unique per job (use ${TRANSACTIONAL_ID_PREFIX})",
+                )
+            )
         if interval_ms <= 0:
-            findings.append(Finding("error", table.statement,
-                                    f"table {table.name}: exactly-once commits on checkpoints, but "
-                                    "checkpointing is off (set runtime.checkpoint_interval_ms)"))
+            findings.append(
+                Finding(
+                    "error",
+                    table.statement,
+                    f"table {table.name}: exactly-once commits on checkpoints, but "
+                    "checkpointing is off (set runtime.checkpoint_interval_ms)",
+                )
+            )
             continue
-        txn_ms = int(table.options.get("properties.transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
+        txn_ms = int(
+            table.options.get("properties.transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS)
+        )
         # Worst case between writing a record and committing it: a full interval, a
         # checkpoint that runs to its timeout, then every restart attempt with its delay.
         budget_ms = interval_ms + timeout_ms + attempts * (delay_ms + timeout_ms)
         if txn_ms <= budget_ms:
-            findings.append(Finding("error", table.statement,
-                f"table {table.name}: properties.transaction.timeout.ms={txn_ms} is not above the "
-                f"worst-case commit delay {budget_ms} ms (checkpoint interval {interval_ms} + "
-                f"checkpoint timeout {timeout_ms} + {attempts} restart(s) x (delay {delay_ms} + "
-                f"timeout {timeout_ms})); the broker could abort transactions a recovering job "
-                "still has to commit, losing data. Raise the transaction timeout or lower the others."))
-        if broker_max_transaction_timeout_ms is not None and txn_ms > broker_max_transaction_timeout_ms:
-            findings.append(Finding("error", table.statement,
-                f"table {table.name}: properties.transaction.timeout.ms={txn_ms} exceeds the broker's "
-                f"transaction.max.timeout.ms={broker_max_transaction_timeout_ms}; the producer would be "
-                "rejected at start. Lower it, or raise the broker limit."))
+            findings.append(
+                Finding(
+                    "error",
+                    table.statement,
+                    f"table {table.name}: properties.transaction.timeout.ms={txn_ms} is not above the "
+                    f"worst-case commit delay {budget_ms} ms (checkpoint interval {interval_ms} + "
+                    f"checkpoint timeout {timeout_ms} + {attempts} restart(s) x (delay {delay_ms} + "
+                    f"timeout {timeout_ms})); the broker could abort transactions a recovering job "
+                    "still has to commit, losing data. Raise the transaction timeout or lower the others.",
+                )
+            )
+        if (
+            broker_max_transaction_timeout_ms is not None
+            and txn_ms > broker_max_transaction_timeout_ms
+        ):
+            findings.append(
+                Finding(
+                    "error",
+                    table.statement,
+                    f"table {table.name}: properties.transaction.timeout.ms={txn_ms} exceeds the broker's "
+                    f"transaction.max.timeout.ms={broker_max_transaction_timeout_ms}; the producer would be "
+                    "rejected at start. Lower it, or raise the broker limit.",
+                )
+            )
     for table in kafka_tables(statements):
         if "sink.delivery-guarantee" in table.options:
             continue
-        if "scan.startup.mode" in table.options and table.options.get(
-            "properties.isolation.level", "read_committed") != "read_committed":
-            findings.append(Finding("warning", table.statement,
-                                    f"table {table.name}: reads uncommitted records (aborted data may appear)"))
+        if (
+            "scan.startup.mode" in table.options
+            and table.options.get("properties.isolation.level", "read_committed")
+            != "read_committed"
+        ):
+            findings.append(
+                Finding(
+                    "warning",
+                    table.statement,
+                    f"table {table.name}: reads uncommitted records (aborted data may appear)",
+                )
+            )
     return findings

@@ -90,8 +90,15 @@ def _transactional_id_prefix(path: Path, config: Config, variables: Mapping[str,
     import hashlib
     import json
 
-    ident = json.dumps([path.resolve().as_posix(), dict(variables), dict(config.vars),
-                        config.kafka.bootstrap_servers], sort_keys=True)
+    ident = json.dumps(
+        [
+            path.resolve().as_posix(),
+            dict(variables),
+            dict(config.vars),
+            config.kafka.bootstrap_servers,
+        ],
+        sort_keys=True,
+    )
     return f"flinkai-{path.stem}-{hashlib.sha256(ident.encode()).hexdigest()[:12]}"
 
 
@@ -151,10 +158,14 @@ def _preflight(script: Script, options: RunOptions) -> list[Path]:
     return jars
 
 
-def _check_udf(script: Script, stmt: Statement, name: str, target: str, dirs: tuple[Path, ...]) -> None:
+def _check_udf(
+    script: Script, stmt: Statement, name: str, target: str, dirs: tuple[Path, ...]
+) -> None:
     module_name, _, attr = target.rpartition(".")
     if not module_name:
-        raise ScriptError(f"{script.where(stmt)}: function {name}: expected 'module.attribute', got {target!r}")
+        raise ScriptError(
+            f"{script.where(stmt)}: function {name}: expected 'module.attribute', got {target!r}"
+        )
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
@@ -164,13 +175,18 @@ def _check_udf(script: Script, stmt: Statement, name: str, target: str, dirs: tu
             f"(searched {searched}): {e}"
         ) from e
     if not hasattr(module, attr):
-        raise ScriptError(f"{script.where(stmt)}: function {name}: module {module_name!r} has no {attr!r}")
+        raise ScriptError(
+            f"{script.where(stmt)}: function {name}: module {module_name!r} has no {attr!r}"
+        )
 
 
 def _check_guarantees(script: Script, settings: dict[str, str], options: RunOptions) -> None:
     broker_max: int | None = None
-    sinks = [t for t in kafka_tables(script.statements)
-             if t.options.get("sink.delivery-guarantee") == "exactly-once"]
+    sinks = [
+        t
+        for t in kafka_tables(script.statements)
+        if t.options.get("sink.delivery-guarantee") == "exactly-once"
+    ]
     if sinks and options.probe_kafka:
         from flinkai.kafka.admin import broker_config
 
@@ -246,8 +262,13 @@ def run_script(
     if on_submit and job_id:
         on_submit(job_id)
     if not options.wait:
-        return RunResult(job_id, "SUBMITTED", time.monotonic() - started, len(script.statements),
-                         result.get_job_client())
+        return RunResult(
+            job_id,
+            "SUBMITTED",
+            time.monotonic() - started,
+            len(script.statements),
+            result.get_job_client(),
+        )
     status = _wait(result, script, options.timeout_s)
     return RunResult(job_id, status, time.monotonic() - started, len(script.statements))
 
@@ -270,7 +291,9 @@ def _wait(result: Any, script: Script, timeout_s: float) -> str:
         text = str(e)
         if "TimeoutException" in text or "timeout" in type(e).__name__.lower():
             _cancel(result)
-            raise JobFailed(f"{script.path}: job did not finish within {timeout_s:.0f} s; cancelled") from e
+            raise JobFailed(
+                f"{script.path}: job did not finish within {timeout_s:.0f} s; cancelled"
+            ) from e
         raise JobFailed(f"{script.path}: job failed:\n  {summarize_java_error(e)}") from e
     return "FINISHED"
 

@@ -150,7 +150,9 @@ def parse_script(text: str, path: str | Path = "<script>") -> Script:
             continue
         kind = _kind(raw)
         if in_block is not None and kind is not Kind.INSERT:
-            raise ScriptError(f"{path}:{line}: only INSERT statements may appear in a statement set")
+            raise ScriptError(
+                f"{path}:{line}: only INSERT statements may appear in a statement set"
+            )
         if kind is Kind.SET and not _SET_RE.match(raw):
             raise ScriptError(f"{path}:{line}: expected SET 'key' = 'value', got: {raw[:80]}")
         stmts.append(Statement(raw, line, kind))
@@ -168,7 +170,9 @@ def parse_set(stmt: Statement) -> tuple[str, str]:
 
 
 def substitute(
-    text: str, lookup: Callable[[str], str | None] | Mapping[str, str], path: str | Path = "<script>"
+    text: str,
+    lookup: Callable[[str], str | None] | Mapping[str, str],
+    path: str | Path = "<script>",
 ) -> str:
     """Fill ``${NAME}`` / ``${NAME:-default}``; every unresolved name is reported at once."""
     get = lookup.get if isinstance(lookup, Mapping) else lookup

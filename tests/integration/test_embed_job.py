@@ -53,7 +53,9 @@ def test_embed_job_end_to_end(kafka_broker: LocalKafka, model_artifacts: ModelAr
     for k, (_, payload) in enumerate(poison):
         events.insert(7 + k * 13, payload)
 
-    report = run_demo(config, kafka_broker.bootstrap, REPO / "jobs" / "embed_clicks.sql", events=events)
+    report = run_demo(
+        config, kafka_broker.bootstrap, REPO / "jobs" / "embed_clicks.sql", events=events
+    )
 
     assert report.accounted, "every event must be either embedded or dead-lettered"
     assert len(report.embedded) == len(good), source
@@ -62,7 +64,9 @@ def test_embed_job_end_to_end(kafka_broker: LocalKafka, model_artifacts: ModelAr
     for row in report.embedded:
         assert set(row) == {"user_id", "embedding_vec", "event_time", "model_version"}
         assert row["model_version"] == model_artifacts.model_version
-    vectors = np.array([by_user[f"user-{i}"]["embedding_vec"] for i in range(len(texts))], dtype=np.float32)
+    vectors = np.array(
+        [by_user[f"user-{i}"]["embedding_vec"] for i in range(len(texts))], dtype=np.float32
+    )
     assert vectors.shape == (len(texts), 384)
     assert by_user["user-1"]["event_time"] == "2025-12-01T08:00:01.000Z"
 

@@ -22,7 +22,9 @@ N = 300
 WARM = 20
 
 
-def test_sigkill_python_worker_mid_stream(kafka_broker: LocalKafka, model_artifacts: object) -> None:
+def test_sigkill_python_worker_mid_stream(
+    kafka_broker: LocalKafka, model_artifacts: object
+) -> None:
     events, ids, poison = make_events(N)
     job = StreamingJob(kafka_broker.bootstrap)
     job.start()

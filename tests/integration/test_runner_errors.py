@@ -11,7 +11,9 @@ from flinkai.runtime.runner import RunOptions, run_script
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-DATAGEN = "CREATE TEMPORARY TABLE t (x STRING) WITH ('connector' = 'datagen', 'number-of-rows' = '3');\n"
+DATAGEN = (
+    "CREATE TEMPORARY TABLE t (x STRING) WITH ('connector' = 'datagen', 'number-of-rows' = '3');\n"
+)
 SINK = "CREATE TEMPORARY TABLE o (x STRING) WITH ('connector' = 'blackhole');\n"
 
 
@@ -42,11 +44,19 @@ def test_unknown_function_names_file_line_and_function(tmp_path: Path) -> None:
 
 
 def test_bad_sql_names_the_statement(tmp_path: Path) -> None:
-    expect(tmp_path, DATAGEN + "SELEC x FROM t;\n", "job.sql:2:", "SqlParserException", "SELEC x FROM t")
+    expect(
+        tmp_path,
+        DATAGEN + "SELEC x FROM t;\n",
+        "job.sql:2:",
+        "SqlParserException",
+        "SELEC x FROM t",
+    )
 
 
 def test_unknown_table(tmp_path: Path) -> None:
-    expect(tmp_path, SINK + "INSERT INTO o SELECT x FROM missing_table;", "job.sql:2:", "missing_table")
+    expect(
+        tmp_path, SINK + "INSERT INTO o SELECT x FROM missing_table;", "job.sql:2:", "missing_table"
+    )
 
 
 def test_missing_udf_module_fails_before_flink_starts(tmp_path: Path) -> None:
@@ -85,5 +95,8 @@ def test_missing_connector_jar_is_reported(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_unresolved_placeholder(tmp_path: Path) -> None:
-    expect(tmp_path, "CREATE TEMPORARY TABLE x (a INT) WITH ('topic' = '${NOT_SET_ANYWHERE}');",
-           "${NOT_SET_ANYWHERE} (line 1)")
+    expect(
+        tmp_path,
+        "CREATE TEMPORARY TABLE x (a INT) WITH ('topic' = '${NOT_SET_ANYWHERE}');",
+        "${NOT_SET_ANYWHERE} (line 1)",
+    )

@@ -13,7 +13,9 @@ def test_defaults_load_from_the_repo_yaml() -> None:
 
 
 def test_env_overrides_are_typed() -> None:
-    config = load_config(env={"FLINKAI_EMBEDDING_BATCH_SIZE": "8", "FLINKAI_EMBEDDING_SORT_BY_LENGTH": "no"})
+    config = load_config(
+        env={"FLINKAI_EMBEDDING_BATCH_SIZE": "8", "FLINKAI_EMBEDDING_SORT_BY_LENGTH": "no"}
+    )
     assert config.embedding.batch_size == 8
     assert config.embedding.sort_by_length is False
 

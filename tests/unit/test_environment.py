@@ -37,7 +37,9 @@ def test_remote_target_and_bad_jobmanager() -> None:
 
 
 def test_arrow_batch_larger_than_bundle_is_rejected() -> None:
-    config = load_config(env={}).with_overrides(runtime={"arrow_batch_size": 512, "python_bundle_size": 100})
+    config = load_config(env={}).with_overrides(
+        runtime={"arrow_batch_size": 512, "python_bundle_size": 100}
+    )
     with pytest.raises(ConfigError, match="arrow_batch_size"):
         flink_settings(config, [], [], Target())
 
@@ -49,7 +51,7 @@ def test_java_error_summary_keeps_root_cause_and_python_error() -> None:
         "Caused by: org.apache.calcite.sql.validate.SqlValidatorException: No match found for function\n"
         "\tat x.y(Z.java:2)\n"
         "Caused by: java.lang.RuntimeException: Error received from SDK harness\n"
-        "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\nValueError: bad input\n"
+        'Traceback (most recent call last):\n  File "x.py", line 1, in f\nValueError: bad input\n'
     )
     summary = summarize_java_error(Exception(trace))
     assert "SQL validation failed" in summary

@@ -8,7 +8,11 @@ LIMIT = 64
 
 
 def event(**fields: object) -> bytes:
-    base: dict[str, object] = {"user_id": "u1", "click_text": "red shoes", "event_time": "2026-12-01T08:00:00Z"}
+    base: dict[str, object] = {
+        "user_id": "u1",
+        "click_text": "red shoes",
+        "event_time": "2026-12-01T08:00:00Z",
+    }
     base.update(fields)
     return json.dumps({k: v for k, v in base.items() if v is not ...}).encode()
 

@@ -7,8 +7,12 @@ from flinkai.runtime.script import parse_script
 
 
 def sink(**options: str) -> str:
-    base = {"connector": "kafka", "topic": "out", "sink.delivery-guarantee": "exactly-once",
-            "sink.transactional-id-prefix": "job-a"}
+    base = {
+        "connector": "kafka",
+        "topic": "out",
+        "sink.delivery-guarantee": "exactly-once",
+        "sink.transactional-id-prefix": "job-a",
+    }
     base.update(options)
     body = ",\n".join(f"'{k}' = '{v}'" for k, v in base.items() if v != "-")
     return f"CREATE TEMPORARY TABLE out_t (x STRING) WITH (\n{body}\n);\n"
@@ -17,11 +21,16 @@ def sink(**options: str) -> str:
 def findings(sql: str, broker_max: int | None = None, **runtime: int) -> list[tuple[str, str]]:
     config = load_config(env={}).with_overrides(runtime=runtime) if runtime else load_config(env={})
     settings = flink_settings(config, [], [], Target())
-    return [(f.level, f.message) for f in check_delivery(parse_script(sql).statements, settings, broker_max)]
+    return [
+        (f.level, f.message)
+        for f in check_delivery(parse_script(sql).statements, settings, broker_max)
+    ]
 
 
 def test_defaults_pass_with_a_15_minute_transaction_timeout() -> None:
-    assert findings(sink(**{"properties.transaction.timeout.ms": "900000"}), broker_max=900000) == []
+    assert (
+        findings(sink(**{"properties.transaction.timeout.ms": "900000"}), broker_max=900000) == []
+    )
 
 
 def test_connector_default_timeout_exceeds_a_stock_broker() -> None:
@@ -61,6 +70,8 @@ def test_at_least_once_and_uncommitted_reads_warn() -> None:
     assert [lvl for lvl, _ in levels] == ["warning", "warning"]
 
 
-@pytest.mark.parametrize(("text", "ms"), [("250", 250), ("5 s", 5000), ("10 min", 600000), ("1 h", 3600000)])
+@pytest.mark.parametrize(
+    ("text", "ms"), [("250", 250), ("5 s", 5000), ("10 min", 600000), ("1 h", 3600000)]
+)
 def test_durations(text: str, ms: int) -> None:
     assert duration_ms(text) == ms
