@@ -1,4 +1,4 @@
-"""Build a Flink ``TableEnvironment`` wired for flinkai.
+"""Build a Flink ``StreamTableEnvironment`` wired for flinkai.
 
 Centralises the settings a user should never have to remember: the Python
 interpreter for UDF workers (left unset, Flink uses whatever ``python`` is on PATH
@@ -18,7 +18,7 @@ from flinkai.config import Config
 from flinkai.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pyflink.table import TableEnvironment
+    from pyflink.table import StreamTableEnvironment
 
 __all__ = [
     "CONFIG_JOB_PARAMETER",
@@ -97,14 +97,31 @@ def flink_settings(
     return settings
 
 
-def create_table_env(settings: dict[str, str]) -> TableEnvironment:
-    """A streaming ``TableEnvironment`` with the given settings (see :func:`flink_settings`)."""
-    from pyflink.table import EnvironmentSettings, TableEnvironment
+def create_table_env(settings: dict[str, str]) -> StreamTableEnvironment:
+    """A streaming ``StreamTableEnvironment`` with the given settings (see :func:`flink_settings`).
 
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    conf = env.get_config()
+    It sits on a ``StreamExecutionEnvironment`` configured with the same settings,
+    so scripts can pass tables through DataStream operators (``to_data_stream`` /
+    ``from_data_stream``, see ``APPLY OPERATOR``) and those operators run in the
+    same job as the script's INSERTs, with the same checkpointing, restart
+    strategy and Python interpreter.
+    """
+    from pyflink.common import Configuration
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.table import EnvironmentSettings, StreamTableEnvironment
+
+    conf = Configuration()
     for key, value in settings.items():
-        conf.set(key, value)
+        conf.set_string(key, value)
+    stream_env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env = StreamTableEnvironment.create(
+        stream_env, EnvironmentSettings.new_instance().in_streaming_mode().build()
+    )
+    # The table config is what SQL planning and statement sets read; set it too so
+    # SET statements and the settings behave exactly as on a plain TableEnvironment.
+    table_conf = env.get_config()
+    for key, value in settings.items():
+        table_conf.set(key, value)
     return env
 
 

@@ -3,6 +3,12 @@
 Statements run in order. ``SET`` goes into the table config, DDL runs at once, and
 every ``INSERT`` is collected into one statement set, so a script with a result
 sink and a dead-letter sink becomes a single job that reads its source once.
+
+``CREATE [TEMPORARY] VIEW v AS APPLY OPERATOR 'module.fn' TO t [WITH (...)]`` calls
+the operator factory ``fn(t_env, t_env.from_path(t), options) -> Table`` and
+registers its result as the view ``v``. Factories build DataStream operators
+(keyed state, timers) over ``to_data_stream`` / ``from_data_stream``; the INSERTs
+that read the view include them, so the script still runs as one job.
 """
 
 from __future__ import annotations
@@ -26,7 +32,15 @@ from flinkai.runtime.errors import JobFailed, ScriptError
 from flinkai.runtime.guarantees import check_delivery, kafka_tables
 from flinkai.runtime.jars import connector_jars
 from flinkai.runtime.java_errors import summarize_java_error
-from flinkai.runtime.script import Kind, Script, Statement, parse_script, parse_set, substitute
+from flinkai.runtime.script import (
+    Kind,
+    Script,
+    Statement,
+    parse_operator,
+    parse_script,
+    parse_set,
+    substitute,
+)
 
 __all__ = ["RunOptions", "RunResult", "default_udf_dirs", "load_script", "run_script"]
 
@@ -155,7 +169,49 @@ def _preflight(script: Script, options: RunOptions) -> list[Path]:
         m = _PY_FUNCTION_RE.match(stmt.text)
         if m:
             _check_udf(script, stmt, m.group(1), m.group(2), options.udf_dirs)
+        if stmt.kind is Kind.OPERATOR:
+            _operator_factory(script, stmt, options.udf_dirs)
     return jars
+
+
+def _operator_factory(
+    script: Script, stmt: Statement, dirs: tuple[Path, ...]
+) -> Callable[..., Any]:
+    """Import the factory an ``APPLY OPERATOR`` statement names; errors name file:line."""
+    try:
+        spec = parse_operator(stmt)
+    except ScriptError as e:
+        raise ScriptError(f"{script.where(stmt)}: {e}") from e
+    module_name, _, attr = spec.target.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        searched = ", ".join(str(d) for d in dirs) or "(no udfs/ folder found)"
+        raise ScriptError(
+            f"{script.where(stmt)}: operator {spec.target!r}: cannot import module "
+            f"{module_name!r} (searched {searched} and installed packages): {e}"
+        ) from e
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ScriptError(
+            f"{script.where(stmt)}: operator {spec.target!r}: module {module_name!r} "
+            f"has no callable {attr!r}"
+        )
+    return factory
+
+
+def _apply_operator(script: Script, stmt: Statement, t_env: Any, dirs: tuple[Path, ...]) -> None:
+    spec = parse_operator(stmt)  # validated by parse_script
+    factory = _operator_factory(script, stmt, dirs)
+    source = t_env.from_path(spec.source)
+    try:
+        table = factory(t_env, source, dict(spec.options))
+    except (FlinkAIError, ValueError, KeyError, TypeError) as e:
+        # Bad options are the usual cause: name the statement, not the factory's frame.
+        raise ScriptError(
+            f"{script.where(stmt)}: operator {spec.target!r}: {e}\n  in statement: {stmt.summary}"
+        ) from e
+    t_env.create_temporary_view(spec.view, table)
 
 
 def _check_udf(
@@ -246,6 +302,8 @@ def run_script(
                 inserts.append(stmt)
             elif stmt.kind is Kind.QUERY:
                 t_env.execute_sql(stmt.text).print()
+            elif stmt.kind is Kind.OPERATOR:
+                _apply_operator(script, stmt, t_env, udf_dirs)
             else:
                 t_env.execute_sql(stmt.text)
         except FlinkAIError:

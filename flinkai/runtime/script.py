@@ -14,7 +14,16 @@ from pathlib import Path
 
 from flinkai.runtime.errors import ScriptError
 
-__all__ = ["Kind", "Script", "Statement", "parse_script", "substitute"]
+__all__ = [
+    "Kind",
+    "OperatorSpec",
+    "Script",
+    "Statement",
+    "parse_operator",
+    "parse_script",
+    "parse_set",
+    "substitute",
+]
 
 
 class Kind(Enum):
@@ -25,6 +34,9 @@ class Kind(Enum):
     INSERT = "insert"  # collected into one statement set: one job per script
     QUERY = "query"  # SELECT / SHOW / DESCRIBE / EXPLAIN: executed and printed
     DDL = "ddl"  # everything else (CREATE / DROP / ALTER / USE) runs at once
+    #: CREATE [TEMPORARY] VIEW v AS APPLY OPERATOR 'module.fn' TO t [WITH (...)]:
+    #: a DataStream operator (keyed state, timers) between two tables.
+    OPERATOR = "operator"
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,13 @@ class Script:
 
 _SET_RE = re.compile(r"^SET\s+'([^']+)'\s*=\s*'((?:[^']|'')*)'$", re.I | re.S)
 _PLACEHOLDER_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_OPERATOR_RE = re.compile(
+    r"^CREATE\s+(TEMPORARY\s+)?VIEW\s+(\w+)\s+AS\s+APPLY\s+OPERATOR\s+'([^']+)'\s+TO\s+(\w+)"
+    r"(?:\s+WITH\s*\((.*)\))?$",
+    re.I | re.S,
+)
+_OPERATOR_HEAD_RE = re.compile(r"^CREATE\s+(?:TEMPORARY\s+)?VIEW\s+\w+\s+AS\s+APPLY\s", re.I)
+_OPTION_RE = re.compile(r"\s*'((?:[^']|'')*)'\s*=\s*'((?:[^']|'')*)'\s*(,|$)", re.S)
 _BLOCK_START_RE = re.compile(r"^(EXECUTE\s+STATEMENT\s+SET\s+BEGIN|BEGIN\s+STATEMENT\s+SET)$", re.I)
 
 
@@ -111,7 +130,26 @@ def _split(text: str, path: Path) -> list[tuple[str, int]]:
     return out
 
 
+@dataclass(frozen=True)
+class OperatorSpec:
+    """A parsed ``APPLY OPERATOR`` statement.
+
+    Attributes:
+        view: Name of the view the operator's output is registered as.
+        target: ``module.function`` of the operator factory.
+        source: Name of the input table or view.
+        options: The ``WITH`` options, quotes unescaped, in order.
+    """
+
+    view: str
+    target: str
+    source: str
+    options: dict[str, str]
+
+
 def _kind(text: str) -> Kind:
+    if _OPERATOR_HEAD_RE.match(text):
+        return Kind.OPERATOR
     first = text.split(None, 1)[0].upper()
     if first == "SET":
         return Kind.SET
@@ -155,7 +193,13 @@ def parse_script(text: str, path: str | Path = "<script>") -> Script:
             )
         if kind is Kind.SET and not _SET_RE.match(raw):
             raise ScriptError(f"{path}:{line}: expected SET 'key' = 'value', got: {raw[:80]}")
-        stmts.append(Statement(raw, line, kind))
+        stmt = Statement(raw, line, kind)
+        if kind is Kind.OPERATOR:
+            try:
+                parse_operator(stmt)
+            except ScriptError as e:
+                raise ScriptError(f"{path}:{line}: {e}") from e
+        stmts.append(stmt)
     if in_block is not None:
         raise ScriptError(f"{path}:{in_block}: statement set is never closed with END")
     return Script(path, tuple(stmts))
@@ -167,6 +211,53 @@ def parse_set(stmt: Statement) -> tuple[str, str]:
     if m is None:  # parse_script already validated this
         raise ScriptError(f"line {stmt.line}: malformed SET")
     return m.group(1), m.group(2).replace("''", "'")
+
+
+def _parse_options(text: str) -> dict[str, str]:
+    options: dict[str, str] = {}
+    pos, n = 0, len(text)
+    if not text.strip():
+        return options
+    while pos < n:
+        m = _OPTION_RE.match(text, pos)
+        if m is None:
+            raise ScriptError(f"expected 'key' = 'value' options, got: {text[pos:][:80].strip()}")
+        key, value = m.group(1).replace("''", "'"), m.group(2).replace("''", "'")
+        if key in options:
+            raise ScriptError(f"option {key!r} given twice")
+        options[key] = value
+        pos = m.end()
+        if m.group(3) == "" and pos < n:
+            raise ScriptError(f"unexpected text after options: {text[pos:][:80].strip()}")
+        if m.group(3) == "," and not text[pos:].strip():
+            raise ScriptError("trailing comma in options")
+    return options
+
+
+def parse_operator(stmt: Statement) -> OperatorSpec:
+    """View, factory, source and options of an ``APPLY OPERATOR`` statement.
+
+    Args:
+        stmt: A statement of kind :attr:`Kind.OPERATOR`.
+
+    Returns:
+        The parsed statement.
+
+    Raises:
+        ScriptError: If the statement does not match
+            ``CREATE [TEMPORARY] VIEW v AS APPLY OPERATOR 'module.fn' TO t [WITH (...)]``
+            or its options are malformed (the message has no location; callers add it).
+    """
+    m = _OPERATOR_RE.match(stmt.text.strip())
+    if m is None:
+        raise ScriptError(
+            "expected CREATE [TEMPORARY] VIEW name AS APPLY OPERATOR 'module.function' "
+            f"TO table [WITH ('key' = 'value', ...)], got: {stmt.summary}"
+        )
+    view, target, source, opts = m.group(2), m.group(3), m.group(4), m.group(5)
+    if "." not in target.strip(".") or target.startswith(".") or target.endswith("."):
+        raise ScriptError(f"operator must be 'module.function', got {target!r}")
+    return OperatorSpec(view, target, source, _parse_options(opts or ""))
 
 
 def substitute(
