@@ -73,7 +73,7 @@ _OPERATOR_RE = re.compile(
     re.I | re.S,
 )
 _OPERATOR_HEAD_RE = re.compile(r"^CREATE\s+(?:TEMPORARY\s+)?VIEW\s+\w+\s+AS\s+APPLY\s", re.I)
-_OPTION_RE = re.compile(r"\s*'((?:[^']|'')*)'\s*=\s*'((?:[^']|'')*)'\s*(,|$)", re.S)
+_OPTION_RE = re.compile(r"\s*'((?:[^']|'')*)'\s*=\s*'((?:[^']|'')*)'\s*(,|\Z)", re.S)
 _BLOCK_START_RE = re.compile(r"^(EXECUTE\s+STATEMENT\s+SET\s+BEGIN|BEGIN\s+STATEMENT\s+SET)$", re.I)
 
 
@@ -227,8 +227,6 @@ def _parse_options(text: str) -> dict[str, str]:
             raise ScriptError(f"option {key!r} given twice")
         options[key] = value
         pos = m.end()
-        if m.group(3) == "" and pos < n:
-            raise ScriptError(f"unexpected text after options: {text[pos:][:80].strip()}")
         if m.group(3) == "," and not text[pos:].strip():
             raise ScriptError("trailing comma in options")
     return options
