@@ -1,0 +1,18 @@
+"""Benchmark harness behind ``flinkai bench``.
+
+Each benchmark is one module, ``flinkai.bench.<name>``, exposing
+``register(subparsers)``; that function adds the ``flinkai bench <name>``
+subcommand, whose handler returns an exit code. Add new modules to
+:data:`BENCHMARKS`. Benchmarks measure and report; they never assert on timings.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BENCHMARKS"]
+
+#: Benchmark modules, in help order. A module that is not present is skipped.
+BENCHMARKS: tuple[str, ...] = (
+    "flinkai.bench.embed",
+    "flinkai.bench.drift",
+    "flinkai.bench.recovery",
+)
