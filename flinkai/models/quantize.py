@@ -11,8 +11,11 @@ Why the default is dynamic, per-channel, MatMul-only: naive dynamic quantisation
 (per-tensor, every op including the embedding ``Gather``) loses too much (mean
 cosine about 0.96 on AG News). Per-channel scales on the weight MatMuls keep the
 mean cosine above 0.99; leaving the embedding tables in fp32 costs model size, not
-speed. Static QDQ (calibrated activation ranges) is available with
-``method="static"``; see ``flinkai model quantize --help`` for the measured trade-offs.
+speed. Measured on 400 held-out AG News texts (2 threads, length-sorted, ratios
+to fp32 from one interleaved run): per-channel MatMul 0.9927 mean / 0.9837 min
+cosine, 1.37-1.53x; adding ``exclude=("ffn-output",)`` 0.9961 / 0.9924, 1.47-1.48x;
+static QDQ with MinMax calibration only 0.928 mean, so it is opt-in
+(``method="static"``).
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ ATTENTION_SCORE_NODES: tuple[str, ...] = ("*/attention/self/MatMul", "*/attentio
 #: Shorthands accepted by ``--exclude`` next to node names and glob patterns.
 EXCLUDE_PRESETS: dict[str, tuple[str, ...]] = {
     "attention-scores": ATTENTION_SCORE_NODES,
-    "ffn-output": ("*/output/dense/MatMul",),
+    "ffn-output": ("*/layer.?/output/dense/MatMul",),  # not attention/output
     "first-layer": ("*/layer.0/*",),
     "last-layer": ("*/layer.5/*",),
 }
