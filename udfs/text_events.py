@@ -66,7 +66,9 @@ def parse_text_events(payloads: list[bytes | None], max_text_bytes: int) -> pd.D
     """
     rows = [_one(p, max_text_bytes) for p in payloads]
     frame = pd.DataFrame(rows, columns=[f.name for f in TEXT_EVENT_ROW.fields])
-    frame["event_ms"] = frame["event_ms"].astype("Int64")  # nullable: NULL for bad events
+    # Python ints and None (object dtype): a float column would lose precision and
+    # pandas' nullable Int64 is rejected by PyFlink's Arrow conversion.
+    frame["event_ms"] = pd.Series([r[2] for r in rows], dtype=object)
     return frame
 
 
