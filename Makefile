@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.flinkai-installed
-EXTRAS ?= torch,triton,dev
+EXTRAS ?= torch,triton,bench,dev
 
 .PHONY: demo test setup install jars model lint typecheck bench clean-cache
 

@@ -20,14 +20,20 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import yaml
 
+from flinkai.drift.detector import DriftConfig
 from flinkai.errors import ConfigError
+from flinkai.functions.adaptive_window import AdaptiveWindowConfig
+from flinkai.functions.predict import PredictConfig
 
 __all__ = [
+    "AdaptiveWindowConfig",
     "Config",
+    "DriftConfig",
     "EmbeddingConfig",
     "KafkaConfig",
     "ModelConfig",
     "OnnxConfig",
+    "PredictConfig",
     "RegistryConfig",
     "RuntimeConfig",
     "TritonConfig",
@@ -149,6 +155,9 @@ class Config:
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    drift: DriftConfig = field(default_factory=DriftConfig)
+    adaptive_window: AdaptiveWindowConfig = field(default_factory=AdaptiveWindowConfig)
+    predict: PredictConfig = field(default_factory=PredictConfig)
     #: Values for ``${NAME}`` placeholders in SQL scripts.
     vars: Mapping[str, str] = field(default_factory=dict)
 
