@@ -18,8 +18,10 @@ Everything it writes lives in one work dir::
     tmp/                 ``io.tmp.dirs``: Python worker environments, spill files
 
 Example:
-    >>> with LocalFlinkCluster() as cluster:  # doctest: +SKIP
-    ...     run_script(path, config, RunOptions(target=Target(cluster.jobmanager)))
+    >>> with LocalFlinkCluster() as cluster, python_workers_on_cluster():  # doctest: +SKIP
+    ...     run_script(path, config, RunOptions(target=Target(cluster.jobmanager), wait=False))
+    ...     cluster.kill_taskmanager()
+    ...     cluster.start_taskmanager()
 """
 
 from __future__ import annotations
@@ -146,6 +148,34 @@ def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> list[str]:
     return text.splitlines()[-lines:]
 
 
+def _group_members(pgid: int) -> list[int]:
+    """PIDs whose process group is ``pgid`` (Linux /proc).
+
+    While any member lives, the kernel does not hand ``pgid`` out as a new PID, so a
+    match is always a process of that group.
+    """
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.getpgid(int(entry)) == pgid:
+                    out.append(int(entry))
+            except (ProcessLookupError, PermissionError):
+                continue  # exited while we looked
+    return out
+
+
+def _kill_stragglers(pgid: int) -> None:
+    """SIGKILL what is left of a group whose leader (our JVM) already exited and was reaped.
+
+    Python workers the JVM spawned can outlive it; they are members of its group.
+    Signalled by PID, never by group id: the leader's PID may already be reused.
+    """
+    for pid in _group_members(pgid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _stock_java_opts(home: Path) -> str:
     """``env.java.opts.all`` of the distribution's own config.yaml."""
     import yaml
@@ -228,6 +258,18 @@ class FlinkRest:
             and bool(vertices)
             and all(v.get("status") == "RUNNING" for v in vertices)
         )
+
+    def subtask_times(self, job_id: str) -> list[dict[str, int]]:
+        """Per subtask of every vertex: state name -> epoch ms it entered that state.
+
+        Covers the current execution attempt (after a restart: the new one).
+        """
+        out: list[dict[str, int]] = []
+        for vertex in self.job(job_id).get("vertices", []):
+            data = self.get(f"/jobs/{job_id}/vertices/{vertex['id']}/subtasktimes")
+            for sub in data.get("subtasks", []):
+                out.append({str(k): int(v) for k, v in (sub.get("timestamps") or {}).items()})
+        return out
 
     def job_exceptions(self, job_id: str) -> list[dict[str, Any]]:
         """The job's exception history, newest first.
@@ -415,8 +457,7 @@ class LocalFlinkCluster:
                 log.warning("Flink process %d ignored SIGTERM; killing it", proc.pid)
                 _signal_group(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
-            # Workers left in the group after the JVM exited (killed with it, or stray).
-            _signal_group(proc.pid, signal.SIGKILL)
+            _kill_stragglers(proc.pid)
         self._jm = None
         self._tms = []
         if self._own_work_dir and not self.keep_work_dir and self.work_dir is not None:
@@ -444,6 +485,10 @@ class LocalFlinkCluster:
             "heartbeat.interval": str(self.heartbeat_interval_ms),
             "heartbeat.timeout": str(self.heartbeat_timeout_ms),
             "execution.checkpointing.dir": self._dir("checkpoints").as_uri(),
+            # Fresh REST answers for tests and benchmarks: job details are cached for
+            # 3 s and metrics fetched every 10 s by default.
+            "web.refresh-interval": "500",
+            "metrics.fetcher.update-interval": "1000",
             # Python worker dirs and spilled files stay in the work dir, not /tmp.
             "io.tmp.dirs": str(self._dir("tmp")),
             # Java 17 module opens (Arrow for pandas UDFs needs java.nio): the stock
@@ -597,18 +642,15 @@ class LocalFlinkCluster:
 
         Shows the Python UDF workers each TaskManager spawned (Linux /proc).
         """
-        groups = set(self.taskmanager_pids())
         out: dict[int, str] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) in groups:
-                continue
-            try:
-                pgid = os.getpgid(int(entry))
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except (OSError, ProcessLookupError):
-                continue  # exited while we looked
-            if pgid in groups:
-                out[int(entry)] = cmd.replace(b"\0", b" ").decode(errors="replace").strip()
+        for leader in self.taskmanager_pids():
+            for pid in _group_members(leader):
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:
+                    continue  # exited while we looked
+                if pid != leader:
+                    out[pid] = cmd.replace(b"\0", b" ").decode(errors="replace").strip()
         return out
 
     def kill_taskmanager(self, tm: TaskManagerProcess | None = None) -> TaskManagerProcess:
@@ -629,8 +671,10 @@ class LocalFlinkCluster:
                 raise SetupError("no running TaskManager to kill")
             tm = running[-1]
         log.info("SIGKILL Flink TaskManager %s (pid %d)", tm.resource_id, tm.pid)
-        _signal_group(tm.pid, signal.SIGKILL)
+        if tm.alive():
+            _signal_group(tm.pid, signal.SIGKILL)
         tm.proc.wait(timeout=10)
+        _kill_stragglers(tm.pid)
         return tm
 
     # -- REST ------------------------------------------------------------------

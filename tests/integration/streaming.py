@@ -19,6 +19,8 @@ from pathlib import Path
 
 from flinkai.config import Config, load_config
 from flinkai.kafka.admin import Record, consume_all, create_topics, produce
+from flinkai.runtime.cluster import python_workers_on_cluster
+from flinkai.runtime.environment import Target
 from flinkai.runtime.runner import RunOptions, RunResult, run_script
 
 REPO = Path(__file__).resolve().parents[2]
@@ -157,3 +159,53 @@ def check_exactly_once(out: list[Record], dlq: list[Record], expected_ids: set[s
     reasons = Counter(json.loads(r.value)["reason"] for r in dlq)
     assert sum(reasons.values()) == expected_poison, reasons
     assert set(reasons) <= {"not_json", "missing_field", "empty_text"}, reasons
+
+
+# -- standalone-cluster runs (test_taskmanager_kill.py) -------------------------------
+
+
+@dataclass
+class ClusterStreamingJob(StreamingJob):
+    """:class:`StreamingJob` submitted to a remote Flink cluster (``target``)."""
+
+    target: Target = field(default_factory=Target)
+
+    @property
+    def job_id(self) -> str:
+        assert self.result is not None and self.result.job_id, "job not started"
+        return self.result.job_id
+
+    def start(self) -> None:
+        create_topics(self.bootstrap, list(self.topics))
+        variables = {
+            "KAFKA_BOOTSTRAP": self.bootstrap,
+            "CLICKS_TOPIC": self.topics[0],
+            "EMBEDDINGS_TOPIC": self.topics[1],
+            "DLQ_TOPIC": self.topics[2],
+            "GROUP_ID": f"g-{self.run_id}",
+            "SCAN_BOUNDED_MODE": "unbounded",
+        }
+        # UDF workers must run on the TaskManager, or killing it would not touch them.
+        with python_workers_on_cluster():
+            options = RunOptions(target=self.target, variables=variables, wait=False)
+            self.result = run_script(JOB, self.config, options)
+
+
+def loopback_workers_here() -> int:
+    """How many Python UDF workers run as threads of this process (PyFlink loopback mode)."""
+    from pyflink.fn_execution.beam.beam_worker_pool_service import (
+        BeamFnLoopbackWorkerPoolServicer,
+    )
+
+    pool = BeamFnLoopbackWorkerPoolServicer._instance
+    return int(pool._ref_cnt) if pool is not None else 0
+
+
+def wait_until(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.5) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout_s`` passes; whether it held."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return predicate()
