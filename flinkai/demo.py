@@ -86,7 +86,9 @@ def run_demo(
     run_script(script, config, RunOptions(variables=variables, udf_dirs=udf_dirs))
     seconds = time.monotonic() - started
     # After a bounded job FINISHES its sinks have flushed; short timeouts suffice.
-    embedded = [json.loads(r.value or b"null") for r in consume_all(bootstrap, topics[1], timeout_s=30)]
+    embedded = [
+        json.loads(r.value or b"null") for r in consume_all(bootstrap, topics[1], timeout_s=30)
+    ]
     dead = [json.loads(r.value or b"null") for r in consume_all(bootstrap, topics[2], timeout_s=30)]
     return DemoReport(len(events), embedded, dead, seconds, topics)
 

@@ -30,8 +30,13 @@ POISON = [b"not json", b'{"user_id": "x"}', b'{"user_id": "x", "click_text": " "
 
 
 def event(i: int) -> bytes:
-    return json.dumps({"user_id": f"e-{i}", "click_text": f"event number {i} about topic {i % 7}",
-                       "event_time": 1764576000000 + i}).encode()
+    return json.dumps(
+        {
+            "user_id": f"e-{i}",
+            "click_text": f"event number {i} about topic {i % 7}",
+            "event_time": 1764576000000 + i,
+        }
+    ).encode()
 
 
 def make_events(n: int, poison_every: int = 100) -> tuple[list[bytes], set[str], int]:
@@ -74,7 +79,11 @@ def descendants(root: int) -> dict[int, str]:
 
 def kill_python_workers() -> list[int]:
     """SIGKILL this process's Flink Python UDF workers (children of the MiniCluster JVM)."""
-    pids = [pid for pid, cmd in descendants(os.getpid()).items() if "pyflink.fn_execution.beam.beam_boot" in cmd]
+    pids = [
+        pid
+        for pid, cmd in descendants(os.getpid()).items()
+        if "pyflink.fn_execution.beam.beam_boot" in cmd
+    ]
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
     return pids
@@ -95,16 +104,21 @@ class StreamingJob:
 
     def start(self) -> None:
         create_topics(self.bootstrap, list(self.topics))
-        variables = {"KAFKA_BOOTSTRAP": self.bootstrap, "CLICKS_TOPIC": self.topics[0],
-                     "EMBEDDINGS_TOPIC": self.topics[1], "DLQ_TOPIC": self.topics[2],
-                     "GROUP_ID": f"g-{self.run_id}", "SCAN_BOUNDED_MODE": "unbounded"}
+        variables = {
+            "KAFKA_BOOTSTRAP": self.bootstrap,
+            "CLICKS_TOPIC": self.topics[0],
+            "EMBEDDINGS_TOPIC": self.topics[1],
+            "DLQ_TOPIC": self.topics[2],
+            "GROUP_ID": f"g-{self.run_id}",
+            "SCAN_BOUNDED_MODE": "unbounded",
+        }
         self.result = run_script(JOB, self.config, RunOptions(variables=variables, wait=False))
 
     def cancel(self) -> None:
         if self.result is not None and self.result.job_client is not None:
             try:
                 self.result.job_client.cancel().result()
-            except Exception as e:  # noqa: BLE001 - already finished/failed jobs cannot be cancelled
+            except Exception as e:
                 print(f"cancel: {type(e).__name__}")
 
     def produce_paced(self, events: list[bytes], per_second: float) -> threading.Thread:
@@ -120,10 +134,16 @@ class StreamingJob:
         thread.start()
         return thread
 
-    def outputs(self, isolation: str = "read_committed", expect: int | None = None,
-                timeout_s: float = 10.0) -> tuple[list[Record], list[Record]]:
-        out = consume_all(self.bootstrap, self.topics[1], timeout_s=timeout_s,
-                          isolation_level=isolation, expect=expect)  # type: ignore[arg-type]
+    def outputs(
+        self, isolation: str = "read_committed", expect: int | None = None, timeout_s: float = 10.0
+    ) -> tuple[list[Record], list[Record]]:
+        out = consume_all(
+            self.bootstrap,
+            self.topics[1],
+            timeout_s=timeout_s,
+            isolation_level=isolation,
+            expect=expect,
+        )  # type: ignore[arg-type]
         dlq = consume_all(self.bootstrap, self.topics[2], timeout_s=10.0, isolation_level=isolation)  # type: ignore[arg-type]
         return out, dlq
 
@@ -146,8 +166,9 @@ class StreamingJob:
         return count
 
 
-def check_exactly_once(out: list[Record], dlq: list[Record], expected_ids: set[str],
-                       expected_poison: int) -> None:
+def check_exactly_once(
+    out: list[Record], dlq: list[Record], expected_ids: set[str], expected_poison: int
+) -> None:
     """Committed output == input: no loss, no duplicates, every poison event dead-lettered."""
     ids = Counter(json.loads(r.value)["user_id"] for r in out)
     duplicates = {k: n for k, n in ids.items() if n > 1}

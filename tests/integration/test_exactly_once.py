@@ -45,10 +45,9 @@ def test_sigkill_python_worker_mid_stream(
         job.cancel()
     assert done >= N
     check_exactly_once(out, dlq, ids, poison)
-    # A mid-stream worker kill on the MiniCluster did not fail the task in our runs
-    # (no exception, no restore, output continued), so no transaction is aborted here
-    # and read_uncommitted == read_committed. The negative control for isolation lives
-    # in test_taskmanager_kill.py, where the failover is certain.
+    # The isolation negative control (read_uncommitted sees aborted records) lives in
+    # test_taskmanager_kill.py, which times its kill between two checkpoints; this kill
+    # is not timed that way and the open transaction may be empty.
     assert len(uncommitted) >= len(out)
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from flinkai.backends import shared
 from flinkai.backends.base import EmbeddingBackend
 from flinkai.backends.errors import InvalidInput
-from flinkai.backends import shared
 from flinkai.backends.onnx import OnnxEmbeddingBackend
 from flinkai.backends.registry import create_embedding_backend
 from flinkai.config import Config, EmbeddingConfig, ModelConfig, OnnxConfig
