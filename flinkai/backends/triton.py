@@ -463,21 +463,11 @@ def _client_artifacts(model_config: ModelConfig) -> tuple[Any, Any]:
     from flinkai.models.artifacts import (
         TOKENIZER_FILE,
         ArtifactError,
-        artifacts_dir,
-        read_manifest,
+        read_matching_manifest,
         verify_files,
     )
 
-    root = artifacts_dir(model_config)
-    manifest = read_manifest(root)
-    if manifest.name != model_config.name:
-        raise ArtifactError(
-            f"{root} holds model {manifest.name!r}, but model.name is {model_config.name!r}"
-        )
-    if manifest.dim != model_config.dim:
-        raise ArtifactError(
-            f"{root}: model dim is {manifest.dim}, but model.dim is {model_config.dim}"
-        )
+    root, manifest = read_matching_manifest(model_config)
     if model_config.max_seq_length > manifest.max_seq_length:
         raise ConfigError(
             f"model.max_seq_length={model_config.max_seq_length} exceeds the "

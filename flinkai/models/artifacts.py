@@ -48,6 +48,7 @@ __all__ = [
     "build_manifest",
     "load_artifacts",
     "read_manifest",
+    "read_matching_manifest",
     "sha256_file",
     "verify_files",
     "write_manifest",
@@ -449,6 +450,16 @@ def load_artifacts(model_config: ModelConfig, *, verify_checksums: bool = True) 
             match the config (name or dim); the message says to run ``flinkai model export``.
         ChecksumMismatchError: A file was corrupted or changed; names the file.
     """
+    root, manifest = read_matching_manifest(model_config)
+    verify_files(root, manifest, checksums=verify_checksums)
+    return ModelArtifacts(root=root, manifest=manifest)
+
+
+def read_matching_manifest(model_config: ModelConfig) -> tuple[Path, Manifest]:
+    """The artifact folder and its manifest, checked against the config's name and dim.
+
+    Files are not verified here; callers verify what they will read.
+    """
     root = artifacts_dir(model_config)
     manifest = read_manifest(root)
     if manifest.name != model_config.name:
@@ -459,5 +470,4 @@ def load_artifacts(model_config: ModelConfig, *, verify_checksums: bool = True) 
         raise ArtifactError(
             f"{root}: model dim is {manifest.dim}, but model.dim is {model_config.dim}"
         )
-    verify_files(root, manifest, checksums=verify_checksums)
-    return ModelArtifacts(root=root, manifest=manifest)
+    return root, manifest
