@@ -295,7 +295,15 @@ def _job(texts: list[str], args: dict[str, Any]) -> VariantResult:
         return VariantResult(
             args["name"], len(texts), note=f"incomplete: {n_full}/{len(texts)} embedded"
         )
-    marginal = (len(texts) - len(small)) / max(t_full - t_small, 1e-9)
+    if t_full <= t_small:
+        # Start-up noise exceeds the extra work: no honest marginal rate exists.
+        return VariantResult(
+            args["name"],
+            len(texts),
+            note=f"n/a: full run {t_full:.1f} s <= small run {t_small:.1f} s; use more texts",
+            extra={"job_seconds": t_full, "startup_run_seconds": t_small},
+        )
+    marginal = (len(texts) - len(small)) / (t_full - t_small)
     return VariantResult(
         args["name"],
         len(texts),
@@ -404,7 +412,7 @@ def _bench(args: argparse.Namespace) -> int:
             args.slow_limit,
             name="naive PyFlink UDF (row-at-a-time sentence-transformers)",
             variables={"EMBED_FUNCTION": "naive.text_to_vector_naive"},
-            udf_dirs=[str(repo / "udfs"), str(repo / "benchmarks" / "udfs")],
+            udf_dirs=[str(repo / "udfs"), str(repo / "benchmarks" / "baseline_udfs")],
         )
     if "beam" in args.variants:
         step("beam", args.slow_limit, name="Apache Beam RunInference", batch_size=64)

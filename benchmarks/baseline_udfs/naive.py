@@ -6,6 +6,7 @@ Same signature as ``vectorizer.text_to_vector`` so the same SQL job runs it.
 
 import os
 
+from pyflink.common import Row
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
@@ -27,11 +28,11 @@ class _NaiveEmbed(ScalarFunction):
         self._backend = SentenceTransformersBackend(config_from_function_context(function_context))
         self._backend.load()
 
-    def eval(self, text: str | None):  # type: ignore[no-untyped-def]
+    def eval(self, text: str | None) -> Row:
         if not text:
-            return None, self._backend.model_version, "empty_text: blank"
+            return Row(None, self._backend.model_version, "empty_text: blank")
         vector = self._backend.infer_batch([text])[0]
-        return [float(v) for v in vector], self._backend.model_version, None
+        return Row([float(v) for v in vector], self._backend.model_version, None)
 
     def close(self) -> None:
         self._backend.close()
