@@ -102,6 +102,17 @@ class TaskManagerProcess:
 #: PyFlink's own switch for where Python UDF workers run ("loopback" or "process").
 _WORKER_MODE_ENV = "_python_worker_execution_mode"
 
+#: Environment a local PyFlink job leaves in the client process; never passed to a cluster.
+_LEAKED_WORKER_ENV = (
+    _WORKER_MODE_ENV,
+    "PYTHON_LOOPBACK_SERVER_ADDRESS",
+    "WORKER_ID",
+    "PIPELINE_OPTIONS",
+    "SEMI_PERSISTENT_DIRECTORY",
+    "LOGGING_API_SERVICE_DESCRIPTOR",
+    "CONTROL_API_SERVICE_DESCRIPTOR",
+)
+
 
 @contextlib.contextmanager
 def python_workers_on_cluster() -> Iterator[None]:
@@ -534,8 +545,12 @@ class LocalFlinkCluster:
                 "FLINK_PID_DIR": str(self._dir("pid")),
             }
         )
-        # A client-side override of the worker mode must not leak into the cluster.
-        env.pop("_python_worker_execution_mode", None)
+        # Nothing of a local job may leak into the cluster: a client-side worker-mode
+        # override, nor the variables PyFlink's loopback pool copies into this process
+        # after a local job ran here. With PYTHON_LOOPBACK_SERVER_ADDRESS inherited, the
+        # TaskManager's workers would connect back and run the UDFs in this process.
+        for name in _LEAKED_WORKER_ENV:
+            env.pop(name, None)
         return env
 
     def _spawn(
