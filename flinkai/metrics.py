@@ -1,0 +1,171 @@
+"""Operator metrics: one catalogue of names, exported by Flink's Prometheus reporter.
+
+flinkai functions and operators register their metrics on the Flink metric group
+they are given (``FunctionContext.get_metric_group()`` /
+``RuntimeContext.get_metrics_group()``), under the ``flinkai`` sub-group. Flink then
+reports them with every other operator metric. With ``runtime.prometheus_port`` set,
+the runner turns on Flink's own ``PrometheusReporter`` (it ships with PyFlink), so
+one scrape of a TaskManager (or of the local MiniCluster) returns Flink's built-in
+metrics (``pendingRecords``, ``busyTimeMsPerSecond``, checkpoints) and ours.
+
+Why Flink's reporter and not a ``prometheus_client`` HTTP server in each Python
+worker: workers come and go with restarts and share a TaskManager, so their own
+ports would collide and vanish; Flink's reporter gives every metric the job, task,
+operator and subtask labels an autoscaler needs. ``prometheus_client`` is used on
+the reading side (:func:`scrape`).
+
+An exported name is ``flink_taskmanager_job_task_operator_flinkai_<name>``
+(:func:`prometheus_name`); the Helm chart's HPA rules use these names.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "GROUP",
+    "METRICS",
+    "MetricSpec",
+    "PROMETHEUS_PREFIX",
+    "flinkai_group",
+    "gauge",
+    "prometheus_name",
+    "reporter_jar",
+    "reporter_settings",
+    "scrape",
+]
+
+#: Sub-group every flinkai metric is registered under.
+GROUP = "flinkai"
+#: How Flink's Prometheus reporter prefixes an operator's user metrics.
+PROMETHEUS_PREFIX = "flink_taskmanager_job_task_operator_"
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric flinkai registers.
+
+    Attributes:
+        name: Name inside the ``flinkai`` group.
+        kind: ``counter`` or ``gauge`` (Flink metric types).
+        help: What it measures.
+        scale: Gauges only: the exported integer is ``round(value * scale)``.
+    """
+
+    name: str
+    kind: str
+    help: str
+    scale: float = 1.0
+
+
+EMBEDDED_ROWS = MetricSpec("embedded_rows", "counter", "rows text_to_vector embedded")
+EMBEDDING_FAILED_ROWS = MetricSpec(
+    "embedding_failed_rows", "counter", "rows text_to_vector returned an error for (to the DLQ)"
+)
+EMBEDDING_BATCH_MS = MetricSpec(
+    "embedding_batch_ms", "gauge", "wall time of the latest text_to_vector batch, ms"
+)
+SCORED_ROWS = MetricSpec("scored_rows", "counter", "rows predict scored")
+SCORING_FAILED_ROWS = MetricSpec("scoring_failed_rows", "counter", "rows predict rejected")
+DRIFT_EVENTS = MetricSpec("drift_events", "counter", "drift events raised")
+DRIFT_SKIPPED_ROWS = MetricSpec(
+    "drift_skipped_rows", "counter", "rows without a usable embedding or time"
+)
+# PyFlink gauges carry integers, so fractional scores are exported scaled.
+DRIFT_JSD = MetricSpec(
+    "drift_jsd_micro",
+    "gauge",
+    "latest Jensen-Shannon divergence of a closed drift period, in 1e-6 nats",
+    scale=1e6,
+)
+DRIFT_Z = MetricSpec(
+    "drift_z_milli", "gauge", "z-score of that divergence against recent periods, x1000", scale=1e3
+)
+WINDOW_LENGTH_MS = MetricSpec(
+    "window_length_ms", "gauge", "length chosen for the next adaptive window, ms"
+)
+
+#: Every metric flinkai registers, by name.
+METRICS: dict[str, MetricSpec] = {
+    m.name: m
+    for m in (
+        EMBEDDED_ROWS,
+        EMBEDDING_FAILED_ROWS,
+        EMBEDDING_BATCH_MS,
+        SCORED_ROWS,
+        SCORING_FAILED_ROWS,
+        DRIFT_EVENTS,
+        DRIFT_SKIPPED_ROWS,
+        DRIFT_JSD,
+        DRIFT_Z,
+        WINDOW_LENGTH_MS,
+    )
+}
+
+
+def prometheus_name(spec: MetricSpec | str) -> str:
+    """The name Flink's Prometheus reporter exports a flinkai operator metric under."""
+    name = spec.name if isinstance(spec, MetricSpec) else spec
+    return f"{PROMETHEUS_PREFIX}{GROUP}_{name}"
+
+
+def flinkai_group(metric_group: Any) -> Any:
+    """The ``flinkai`` sub-group of a Flink metric group."""
+    return metric_group.add_group(GROUP)
+
+
+def gauge(group: Any, spec: MetricSpec) -> Callable[[float], None]:
+    """Register a gauge on ``group``; returns a setter for its value."""
+    box = [0.0]
+    # Flink samples gauges through a callable; PyFlink gauges must be integers.
+    group.gauge(spec.name, lambda: int(round(box[0] * spec.scale)))
+
+    def set_value(value: float) -> None:
+        box[0] = float(value)
+
+    return set_value
+
+
+def reporter_jar() -> Path | None:
+    """Flink's Prometheus reporter jar as shipped in PyFlink's plugins folder, if present."""
+    try:
+        import pyflink
+    except ImportError:
+        return None
+    folder = Path(pyflink.__file__).parent / "plugins" / "metrics-prometheus"
+    jars = sorted(folder.glob("flink-metrics-prometheus-*.jar"))
+    return jars[0] if jars else None
+
+
+def reporter_settings(port: int | str) -> dict[str, str]:
+    """Flink options that expose every metric on ``http://<host>:<port>/metrics``."""
+    return {
+        "metrics.reporter.prom.factory.class": (
+            "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
+        ),
+        "metrics.reporter.prom.port": str(port),
+        # Flink's default 10 s interval is for push reporters; the pull reporter
+        # reads live values, this only bounds how often gauges are sampled.
+        "metrics.reporter.prom.interval": "5 s",
+    }
+
+
+def scrape(url: str, timeout_s: float = 5.0) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Read a Prometheus endpoint: metric name -> [(labels, value)] of every sample.
+
+    Raises:
+        OSError: The endpoint cannot be reached.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url, timeout=timeout_s) as response:
+        text = response.read().decode()
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
+    return out
