@@ -121,6 +121,9 @@ class RegistryConfig:
     verify: Literal["always", "once", "size"] = "once"
     #: Accept a version with another embedding width (the sink's vector column is fixed).
     allow_dim_change: bool = False
+    #: Kafka topic of reload messages (``registry publish --notify``), read from
+    #: ``kafka.bootstrap_servers``; empty turns the control-topic trigger off.
+    control_topic: str = ""
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ import numpy as np
 from flinkai.backends.base import EmbeddingBackend
 from flinkai.backends.errors import BackendError
 from flinkai.config import Config
+from flinkai.models.control import ControlSubscription, ControlTopic, subscribe
 from flinkai.models.registry import (
     POINTER_FILE,
     ModelRegistry,
@@ -122,6 +123,9 @@ class HotSwappingBackend(EmbeddingBackend):
             every batch (a ``stat``, about a microsecond).
         verify: How a new version's files are checked before loading it.
         allow_dim_change: Accept a version with another embedding width.
+        control: A Kafka control topic whose ``reload`` messages for ``model_name``
+            call :meth:`request_reload` (see :mod:`flinkai.models.control`); read
+            from :meth:`load` until :meth:`close`. The ``CURRENT`` poll runs either way.
         clock: Monotonic seconds; tests pass a fake one.
 
     Thread-safe: UDF instances sharing this backend may call it concurrently. The
@@ -147,6 +151,7 @@ class HotSwappingBackend(EmbeddingBackend):
         poll_interval_s: float = 5.0,
         verify: VerifyMode = "once",
         allow_dim_change: bool = False,
+        control: ControlTopic | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__()
@@ -158,6 +163,8 @@ class HotSwappingBackend(EmbeddingBackend):
         self.poll_interval_s = poll_interval_s
         self.verify: VerifyMode = verify
         self.allow_dim_change = allow_dim_change
+        self.control_topic = control
+        self._control: ControlSubscription | None = None
         self._clock = clock
         self._state = threading.Lock()  # guards _active, slot counters, _last_label
         self._swap = threading.Lock()  # one thread checks and loads at a time
@@ -185,29 +192,42 @@ class HotSwappingBackend(EmbeddingBackend):
         with self._swap:
             if self._active is not None:
                 return
-            t0 = time.perf_counter()
-            self._seen_signature = self._pointer_signature()
-            pointer = self.registry.read_pointer(self.model_name)
-            published = self.registry.load(
-                self.model_name,
-                pointer.version,
-                verify=self.verify,
-                manifest_sha256=pointer.manifest_sha256,
-            )
-            self.cold_start.phases_s["registry_verify"] = time.perf_counter() - t0
-            backend = self.factory(published)
-            backend.load()
-            self.cold_start.phases_s.update(backend.cold_start.phases_s)
-            self.dim = backend.dim
-            slot = _Slot(backend, published, pointer.manifest_sha256)
-            with self._state:
-                self._active = slot
-                self._last_label = slot.label
-            self._next_poll = self._clock() + self.poll_interval_s
-            log.info("serving %s from %s", slot.label, published.path)
+            if self.control_topic is not None and self._control is None:
+                # Before reading CURRENT: a publish during the load is then either read
+                # now or announced to the listener.
+                self._control = subscribe(self.control_topic, self.model_name, self)
+            try:
+                self._load_current()
+            except BaseException:
+                self._unsubscribe()
+                raise
+
+    def _load_current(self) -> None:
+        """Load the version ``CURRENT`` names and make it serve; under ``_swap``."""
+        t0 = time.perf_counter()
+        self._seen_signature = self._pointer_signature()
+        pointer = self.registry.read_pointer(self.model_name)
+        published = self.registry.load(
+            self.model_name,
+            pointer.version,
+            verify=self.verify,
+            manifest_sha256=pointer.manifest_sha256,
+        )
+        self.cold_start.phases_s["registry_verify"] = time.perf_counter() - t0
+        backend = self.factory(published)
+        backend.load()
+        self.cold_start.phases_s.update(backend.cold_start.phases_s)
+        self.dim = backend.dim
+        slot = _Slot(backend, published, pointer.manifest_sha256)
+        with self._state:
+            self._active = slot
+            self._last_label = slot.label
+        self._next_poll = self._clock() + self.poll_interval_s
+        log.info("serving %s from %s", slot.label, published.path)
 
     def close(self) -> None:
-        """Close the serving backend and any old one still open."""
+        """Stop listening to the control topic; close the serving backend and any old one."""
+        self._unsubscribe()
         with self._swap, self._state:
             slots = [s for s in [self._active, *self._retired] if s is not None and not s.closed]
             for slot in slots:
@@ -216,6 +236,16 @@ class HotSwappingBackend(EmbeddingBackend):
             self._retired = []
         for slot in slots:
             slot.backend.close()
+
+    def _unsubscribe(self) -> None:
+        subscription, self._control = self._control, None
+        if subscription is not None:
+            subscription.close()
+
+    @property
+    def control(self) -> ControlSubscription | None:
+        """The control-topic subscription while loaded, if a control topic is set."""
+        return self._control
 
     # -- inference ------------------------------------------------------------------------
 
@@ -445,7 +475,8 @@ def hot_swapping_backend(
 
     Args:
         config: The flinkai config; ``model.name`` is the default registry name.
-        registry_config: Registry root, name, poll interval and checks.
+        registry_config: Registry root, name, poll interval, checks and control topic
+            (read from ``config.kafka.bootstrap_servers``).
         factory: Builds each version's backend; :func:`artifact_dir_factory` by default.
         clock: Monotonic seconds.
     """
@@ -456,5 +487,10 @@ def hot_swapping_backend(
         poll_interval_s=registry_config.poll_interval_s,
         verify=registry_config.verify,
         allow_dim_change=registry_config.allow_dim_change,
+        control=(
+            ControlTopic(config.kafka.bootstrap_servers, registry_config.control_topic)
+            if registry_config.control_topic
+            else None
+        ),
         clock=clock,
     )
