@@ -2,7 +2,8 @@
 
 The registry root is ``--root``, else ``registry.root`` from the config, else
 ``$FLINKAI_HOME/registry``. Running UDFs that serve from the registry pick up a
-publish or rollback between batches (see ``docs/model-registry.md``).
+publish or rollback between batches (see ``docs/model-registry.md``): at their next
+look at ``CURRENT``, or at once when ``--notify`` announces it on the control topic.
 """
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ import time
 from pathlib import Path
 
 from flinkai.config import load_config
+from flinkai.kafka.admin import create_topics, produce
+from flinkai.kafka.errors import KafkaError
+from flinkai.models.control import ControlMessage, ControlTopic
 from flinkai.models.registry import (
     CorruptVersionError,
     ModelRegistry,
+    PublishedModel,
     VersionInfo,
     default_registry_root,
 )
@@ -65,6 +70,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="give up if another publisher holds the lock this long (default: wait)",
     )
     _root_arg(publish)
+    _notify_args(publish)
     publish.set_defaults(handler=_publish)
 
     listing = group.add_parser("list", help="list the versions of a model, oldest first")
@@ -86,6 +92,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rollback.add_argument("name", metavar="NAME", help="model name in the registry")
     rollback.add_argument("version", metavar="VERSION", help="the version to serve")
     _root_arg(rollback)
+    _notify_args(rollback)
     rollback.set_defaults(handler=_rollback)
 
 
@@ -95,6 +102,68 @@ def _root_arg(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="registry root (default: registry.root from the config, else $FLINKAI_HOME/registry)",
     )
+
+
+def _notify_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--notify",
+        action="store_true",
+        help="afterwards, send a reload message to the control topic, so running UDFs "
+        "swap before their next batch instead of at their next registry.poll_interval_s",
+    )
+    parser.add_argument(
+        "--topic",
+        metavar="T",
+        help="control topic for --notify (default: registry.control_topic from the config)",
+    )
+    parser.add_argument(
+        "--bootstrap",
+        metavar="B",
+        help="Kafka for --notify (default: kafka.bootstrap_servers from the config)",
+    )
+    parser.add_argument(
+        "--notify-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="give up notifying after this long (default: 10)",
+    )
+
+
+def _notify_target(args: argparse.Namespace) -> ControlTopic | str | None:
+    """Where ``--notify`` sends, ``None`` without it, or an error line."""
+    if not args.notify:
+        if args.topic or args.bootstrap:
+            return "--topic and --bootstrap need --notify"
+        return None
+    config = load_config(args.config)
+    topic = args.topic or config.registry.control_topic
+    if not topic:
+        return "--notify needs a control topic: pass --topic or set registry.control_topic"
+    return ControlTopic(args.bootstrap or config.kafka.bootstrap_servers, topic)
+
+
+def _notify(target: ControlTopic, published: PublishedModel, timeout_s: float) -> int:
+    message = ControlMessage(published.name, published.version, published.sequence)
+    try:
+        # Idempotent; a listener that started before the topic existed picks it up.
+        create_topics(target.bootstrap, [target.topic], timeout_s=timeout_s)
+        produce(
+            target.bootstrap,
+            target.topic,
+            [message.to_json()],
+            key=published.name.encode(),
+            timeout_s=timeout_s,
+        )
+    except KafkaError as e:
+        print(
+            f"flinkai: error: {published.model_version} is current, but the reload message "
+            f"was not sent ({e}); running UDFs still swap at their next look at CURRENT",
+            file=sys.stderr,
+        )
+        return 1
+    _say(f"notified {target.topic} on {target.bootstrap}: reload {published.model_version}")
+    return 0
 
 
 def _registry(args: argparse.Namespace, lock_timeout_s: float | None = None) -> ModelRegistry:
@@ -119,6 +188,10 @@ def _publish(args: argparse.Namespace) -> int:
             print(f"flinkai: error: --meta {item!r} is not KEY=VALUE", file=sys.stderr)
             return 2
         metadata[key] = value
+    target = _notify_target(args)
+    if isinstance(target, str):
+        print(f"flinkai: error: {target}", file=sys.stderr)
+        return 2
     registry = _registry(args, args.lock_timeout)
     path = Path(args.path).expanduser()
     _say(f"publishing {path} as {args.name} into {registry.root}")
@@ -137,7 +210,7 @@ def _publish(args: argparse.Namespace) -> int:
         return 1
     _say(f"done in {time.perf_counter() - started:.1f}s: {published.path}")
     print(published.model_version)
-    return 0
+    return _notify(target, published, args.notify_timeout) if target else 0
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -182,6 +255,10 @@ def _print_table(rows: list[VersionInfo], *, verified: bool) -> None:
 
 
 def _rollback(args: argparse.Namespace) -> int:
+    target = _notify_target(args)
+    if isinstance(target, str):
+        print(f"flinkai: error: {target}", file=sys.stderr)
+        return 2
     registry = _registry(args)
     try:
         published = registry.rollback(args.name, args.version, progress=_say)
@@ -192,4 +269,4 @@ def _rollback(args: argparse.Namespace) -> int:
         print(f"flinkai: error: rollback failed, CURRENT is unchanged: {e}", file=sys.stderr)
         return 1
     print(published.model_version)
-    return 0
+    return _notify(target, published, args.notify_timeout) if target else 0

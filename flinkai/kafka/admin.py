@@ -252,8 +252,9 @@ def produce(
         The number of records written.
 
     Raises:
-        BrokerUnavailableError: No broker answered in time.
-        KafkaError: A record was rejected or not acknowledged in time.
+        BrokerUnavailableError: No broker answered in time, at the start or while the
+            records were being sent (the message names ``bootstrap`` and ``topic``).
+        KafkaError: A record was rejected.
     """
     header_list = list(headers)
     try:
@@ -280,10 +281,40 @@ def produce(
             # Surfaces per-record failures that flush() alone does not raise.
             future.get(timeout=timeout_s)
     except kerrors.KafkaError as e:
-        raise KafkaError(f"producing to {topic!r} on {bootstrap} failed: {e}") from e
-    finally:
+        _abandon(producer)
+        raise _produce_failed(bootstrap, topic, timeout_s, e) from e
+    except BaseException:
+        _abandon(producer)
+        raise
+    try:
         producer.close(timeout=timeout_s)
+    except kerrors.KafkaError as e:
+        raise _produce_failed(bootstrap, topic, timeout_s, e) from e
     return count
+
+
+def _produce_failed(
+    bootstrap: str, topic: str, timeout_s: float, e: kerrors.KafkaError
+) -> KafkaError:
+    if isinstance(e, kerrors.KafkaTimeoutError | kerrors.KafkaConnectionError):
+        return BrokerUnavailableError(
+            f"producing to {topic!r} on {bootstrap} failed: no acknowledgement within "
+            f"{timeout_s:g}s; is the broker reachable and the topic there? "
+            f"({type(e).__name__}: {e})"
+        )
+    return KafkaError(f"producing to {topic!r} on {bootstrap} failed: {type(e).__name__}: {e}")
+
+
+def _abandon(producer: Any) -> None:
+    """Close a producer whose records failed, without waiting for them again."""
+    try:
+        producer.close(timeout=0)
+    except kerrors.KafkaError:
+        # kafka-python's close() flushes first and raises on the same unsent records,
+        # before it stops its sender thread; stop that thread without sending.
+        sender = getattr(producer, "_sender", None)
+        if sender is not None:
+            sender.force_close()
 
 
 def _wait_for_partitions(consumer: Any, topic: str, deadline: float) -> list[Any]:
