@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -145,6 +146,10 @@ def _notify_target(args: argparse.Namespace) -> ControlTopic | str | None:
 
 def _notify(target: ControlTopic, published: PublishedModel, timeout_s: float) -> int:
     message = ControlMessage(published.name, published.version, published.sequence)
+    # kafka-python logs every failed connection attempt; the one line below says it all.
+    kafka_log = logging.getLogger("kafka")
+    level = kafka_log.level
+    kafka_log.setLevel(logging.CRITICAL)
     try:
         # Idempotent; a listener that started before the topic existed picks it up.
         create_topics(target.bootstrap, [target.topic], timeout_s=timeout_s)
@@ -162,6 +167,8 @@ def _notify(target: ControlTopic, published: PublishedModel, timeout_s: float) -
             file=sys.stderr,
         )
         return 1
+    finally:
+        kafka_log.setLevel(level)
     _say(f"notified {target.topic} on {target.bootstrap}: reload {published.model_version}")
     return 0
 

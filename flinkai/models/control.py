@@ -326,7 +326,7 @@ class ControlTopicListener:
 
     def _consume(self) -> None:
         """Read until stopped or the broker goes away."""
-        bootstrap, topic = self.control.bootstrap, self.control.topic
+        bootstrap = self.control.bootstrap
         consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
             client_id="flinkai-control",
@@ -352,7 +352,7 @@ class ControlTopicListener:
                         return
                     assigned = self._assign(consumer, assigned)
                     if not assigned:
-                        self._trouble(f"control topic {topic!r} does not exist on {bootstrap} yet")
+                        self._trouble(f"the topic does not exist on {bootstrap} yet")
                         self._stop.wait(1.0)
                         continue
                 batch = consumer.poll(timeout_ms=int(self.poll_timeout_s * 1000))
