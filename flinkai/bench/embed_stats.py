@@ -1,0 +1,147 @@
+"""Pure arithmetic behind ``flinkai bench embed``: rates, percentiles, pacing, latencies.
+
+No clocks, no I/O: every function takes the measured numbers and returns figures,
+so the unit tests check them without timing anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_BURST_S",
+    "cpu_between",
+    "event_latencies_ms",
+    "half_rate",
+    "pacing_schedule",
+    "percentiles",
+    "span_rate",
+    "steady_span",
+    "two_run_rate",
+]
+
+#: Records written within this long of the first output belong to the first flush.
+DEFAULT_BURST_S = 0.25
+
+
+def percentiles(values_ms: Sequence[float]) -> tuple[float | None, float | None]:
+    """(p50, p99) with numpy's linear interpolation; ``(None, None)`` for no values."""
+    if len(values_ms) == 0:
+        return None, None
+    arr = np.asarray(values_ms, dtype=np.float64)
+    return float(np.percentile(arr, 50)), float(np.percentile(arr, 99))
+
+
+def steady_span(
+    timestamps_s: Iterable[float], burst_s: float = DEFAULT_BURST_S
+) -> tuple[float, float, int] | None:
+    """``(first, last, records after the first flush)`` of output record times.
+
+    A job writes its first output only after it started, loaded the model and ran
+    its first batch; after that, records follow at the rate the job sustains. The
+    records more than ``burst_s`` after the first one are the work done between the
+    first output and the last. Output written in bursts (one per Arrow batch) is
+    counted correctly: the first burst is excluded and each later burst is counted
+    at the end of the work that produced it.
+
+    Returns:
+        ``None`` when fewer than two flushes were seen (no honest rate exists).
+    """
+    ts = np.sort(np.asarray(list(timestamps_s), dtype=np.float64))
+    if ts.size < 2:
+        return None
+    first, last = float(ts[0]), float(ts[-1])
+    after = int(np.count_nonzero(ts > first + burst_s))
+    if after == 0 or last <= first:
+        return None
+    return first, last, after
+
+
+def span_rate(timestamps_s: Iterable[float], burst_s: float = DEFAULT_BURST_S) -> float | None:
+    """Steady-state rate from the times output records appeared, start-up excluded.
+
+    Records written after the first flush divided by the time from the first output
+    record to the last (see :func:`steady_span`).
+
+    Args:
+        timestamps_s: When each output record was written (any order, seconds).
+        burst_s: Records this close to the first one count as its flush.
+
+    Returns:
+        Records per second, or ``None`` when fewer than two flushes were seen.
+    """
+    span = steady_span(timestamps_s, burst_s)
+    if span is None:
+        return None
+    first, last, after = span
+    return after / (last - first)
+
+
+def two_run_rate(small_texts: int, small_s: float, full_texts: int, full_s: float) -> float | None:
+    """Marginal rate of two runs of one job: extra texts / extra seconds.
+
+    Returns ``None`` when the larger run was not slower (start-up noise exceeds the work).
+    """
+    if full_texts <= small_texts or full_s <= small_s:
+        return None
+    return (full_texts - small_texts) / (full_s - small_s)
+
+
+def half_rate(max_rate: float | None, fraction: float = 0.5) -> float | None:
+    """The paced input rate for the latency run: ``fraction`` of the measured maximum."""
+    if max_rate is None or max_rate <= 0 or not 0 < fraction <= 1:
+        return None
+    return max_rate * fraction
+
+
+def pacing_schedule(count: int, per_second: float, start_s: float = 0.0) -> list[float]:
+    """Send time of each event for a steady rate: event ``i`` at ``start + i / rate``.
+
+    An absolute schedule, so a late send does not shift every later one (no drift).
+    """
+    if per_second <= 0:
+        raise ValueError(f"per_second must be > 0, got {per_second}")
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    return [start_s + i / per_second for i in range(count)]
+
+
+def event_latencies_ms(
+    produced_s: Mapping[str, float], arrived_s: Mapping[str, float]
+) -> tuple[list[float], int]:
+    """Per-event latency (arrival - production) in ms for every event that arrived.
+
+    Args:
+        produced_s: Event id -> when its input record was produced.
+        arrived_s: Event id -> when its result was first seen (or written).
+
+    Returns:
+        Latencies in ms of the events found in both, in ``produced_s`` order, and the
+        number of produced events with no result.
+    """
+    latencies = [
+        (arrived_s[key] - sent) * 1000.0 for key, sent in produced_s.items() if key in arrived_s
+    ]
+    return latencies, len(produced_s) - len(latencies)
+
+
+def cpu_between(series: Sequence[tuple[float, float]], t0: float, t1: float) -> float | None:
+    """CPU seconds spent between two instants, from samples of a cumulative CPU counter.
+
+    Args:
+        series: ``(time, cumulative CPU seconds)`` samples in time order.
+        t0, t1: The interval (same clock as the samples); values between samples are
+            interpolated linearly.
+
+    Returns:
+        CPU seconds in ``[t0, t1]``, or ``None`` when the samples do not cover it.
+    """
+    if len(series) < 2 or t1 < t0:
+        return None
+    times = np.asarray([t for t, _ in series], dtype=np.float64)
+    cpu = np.asarray([c for _, c in series], dtype=np.float64)
+    if t0 < times[0] or t1 > times[-1]:
+        return None
+    return float(np.interp(t1, times, cpu) - np.interp(t0, times, cpu))
