@@ -143,6 +143,10 @@ class RuntimeConfig:
     #: Restart budget after a failure (fixed-delay strategy).
     restart_attempts: int = 5
     restart_delay_ms: int = 2000
+    #: Port of Flink's Prometheus reporter (``/metrics``, every operator metric plus
+    #: flinkai's, see flinkai.metrics); 0 leaves it off. On a MiniCluster the port
+    #: serves the whole local job; on a cluster its own Flink config decides.
+    prometheus_port: int = 0
     #: Extra Flink configuration, applied verbatim (``key: value``).
     flink_conf: Mapping[str, str] = field(default_factory=dict)
 

@@ -29,8 +29,8 @@ from typing import Any
 __all__ = [
     "GROUP",
     "METRICS",
-    "MetricSpec",
     "PROMETHEUS_PREFIX",
+    "MetricSpec",
     "flinkai_group",
     "gauge",
     "prometheus_name",
@@ -67,7 +67,9 @@ EMBEDDING_FAILED_ROWS = MetricSpec(
     "embedding_failed_rows", "counter", "rows text_to_vector returned an error for (to the DLQ)"
 )
 EMBEDDING_BATCH_MS = MetricSpec(
-    "embedding_batch_ms", "gauge", "wall time of the latest text_to_vector batch, ms"
+    "embedding_batch_ms",
+    "gauge",
+    "wall time of the latest text_to_vector batch that ran the model, ms",
 )
 SCORED_ROWS = MetricSpec("scored_rows", "counter", "rows predict scored")
 SCORING_FAILED_ROWS = MetricSpec("scoring_failed_rows", "counter", "rows predict rejected")
@@ -119,13 +121,22 @@ def flinkai_group(metric_group: Any) -> Any:
 
 
 def gauge(group: Any, spec: MetricSpec) -> Callable[[float], None]:
-    """Register a gauge on ``group``; returns a setter for its value."""
-    box = [0.0]
-    # Flink samples gauges through a callable; PyFlink gauges must be integers.
-    group.gauge(spec.name, lambda: int(round(box[0] * spec.scale)))
+    """Register a gauge on ``group``; returns a setter for its value.
+
+    Built on a counter moved by the difference to the last value: PyFlink's own
+    gauges (``group.gauge``) reach the JVM as 0 in Flink 2.2 (measured with the
+    Prometheus reporter), while counter increments do arrive. Flink's Prometheus
+    reporter exports every counter as a Prometheus gauge, so the exported series
+    reads exactly the last value set.
+    """
+    counter = group.counter(spec.name)
+    last = [0]
 
     def set_value(value: float) -> None:
-        box[0] = float(value)
+        scaled = round(float(value) * spec.scale)
+        if scaled != last[0]:
+            counter.inc(scaled - last[0])
+            last[0] = scaled
 
     return set_value
 

@@ -16,6 +16,7 @@ import pandas as pd
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
+from flinkai import metrics
 from flinkai.errors import ConfigError
 from flinkai.functions.predict import PredictConfig, PredictFunction
 from flinkai.runtime.environment import config_from_function_context
@@ -42,9 +43,9 @@ class _Predict(ScalarFunction):
     def open(self, function_context: FunctionContext) -> None:
         self._fn = PredictFunction(_predict_config(config_from_function_context(function_context)))
         self._fn.open()
-        group = function_context.get_metric_group().add_group("flinkai")
-        self._rows = group.counter("scored_rows")
-        self._failed = group.counter("scoring_failed_rows")
+        group = metrics.flinkai_group(function_context.get_metric_group())
+        self._rows = group.counter(metrics.SCORED_ROWS.name)
+        self._failed = group.counter(metrics.SCORING_FAILED_ROWS.name)
 
     def eval(self, features: pd.Series) -> pd.DataFrame:
         # Arrow hands ARRAY<FLOAT> over as numpy arrays (None for a null array).

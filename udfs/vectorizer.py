@@ -7,10 +7,13 @@ Returns ROW<embedding ARRAY<FLOAT>, model_version STRING, error STRING>. The mod
 loaded once per worker process in ``open()`` and shared by every instance there.
 """
 
+import time
+
 import pandas as pd
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
+from flinkai import metrics
 from flinkai.functions.embedding import EmbeddingFunction
 from flinkai.runtime.environment import config_from_function_context
 
@@ -29,13 +32,18 @@ class _TextToVector(ScalarFunction):
     def open(self, function_context: FunctionContext) -> None:
         self._fn = EmbeddingFunction(config_from_function_context(function_context))
         self._fn.open()
-        group = function_context.get_metric_group().add_group("flinkai")
-        self._rows = group.counter("embedded_rows")
-        self._failed = group.counter("embedding_failed_rows")
+        group = metrics.flinkai_group(function_context.get_metric_group())
+        self._rows = group.counter(metrics.EMBEDDED_ROWS.name)
+        self._failed = group.counter(metrics.EMBEDDING_FAILED_ROWS.name)
+        self._batch_ms = metrics.gauge(group, metrics.EMBEDDING_BATCH_MS)
 
     def eval(self, texts: pd.Series) -> pd.DataFrame:
+        started = time.perf_counter()
         result = self._fn(list(texts))
+        elapsed_ms = (time.perf_counter() - started) * 1000
         failed = sum(e is not None for e in result.errors)
+        if failed < len(texts):  # a batch of only invalid rows never reached the model
+            self._batch_ms(elapsed_ms)
         self._rows.inc(len(texts) - failed)
         self._failed.inc(failed)
         return pd.DataFrame(

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 
+from flinkai import metrics
 from flinkai.drift.detector import DriftConfig, DriftEvent, JSDDriftDetector
 from flinkai.errors import ConfigError
 from flinkai.functions.adaptive_window import AdaptiveWindowConfig, AdaptiveWindowSizer
@@ -417,9 +418,13 @@ def _make_process_function(opts: OperatorOptions, emit: Literal["drift", "window
             self._state = runtime_context.get_state(
                 ValueStateDescriptor("flinkai-key-state", Types.PICKLED_BYTE_ARRAY())
             )
-            group = runtime_context.get_metrics_group().add_group("flinkai")
-            self._drifts = group.counter("drift_events")
-            self._skipped = group.counter("drift_skipped_rows")
+            group = metrics.flinkai_group(runtime_context.get_metrics_group())
+            self._drifts = group.counter(metrics.DRIFT_EVENTS.name)
+            self._skipped = group.counter(metrics.DRIFT_SKIPPED_ROWS.name)
+            # Gauges of a subtask show its latest closed period, whichever key it was.
+            self._jsd = metrics.gauge(group, metrics.DRIFT_JSD)
+            self._z = metrics.gauge(group, metrics.DRIFT_Z)
+            self._window_ms = metrics.gauge(group, metrics.WINDOW_LENGTH_MS)
 
         def _load(self, key: str) -> KeyState:
             state = self._state.value()
@@ -436,6 +441,7 @@ def _make_process_function(opts: OperatorOptions, emit: Literal["drift", "window
                 if emit == "drift":
                     yield Row(*step.drift.as_tuple())
             if step.window is not None and emit == "windows":
+                self._window_ms(step.window.next_window_ms)
                 yield Row(*step.window.as_tuple())
 
         def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
@@ -451,6 +457,10 @@ def _make_process_function(opts: OperatorOptions, emit: Literal["drift", "window
                 self._skipped.inc()  # a zero vector says nothing about the distribution
                 return
             self._state.update(state)
+            last = state.detector.last
+            if last is not None:
+                self._jsd(last.jsd)
+                self._z(last.z)
             yield from self._apply(step, ctx)
 
         def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from flinkai.config import Config
 from flinkai.errors import ConfigError
+from flinkai.metrics import reporter_jar, reporter_settings
 
 if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment
@@ -92,6 +93,8 @@ def flink_settings(
     settings["restart-strategy.type"] = "fixed-delay"
     settings["restart-strategy.fixed-delay.attempts"] = str(rt.restart_attempts)
     settings["restart-strategy.fixed-delay.delay"] = f"{rt.restart_delay_ms} ms"
+    if rt.prometheus_port:
+        settings.update(reporter_settings(rt.prometheus_port))
     settings.update(target.flink_settings())
     settings.update({str(k): str(v) for k, v in rt.flink_conf.items()})
     return settings
@@ -106,6 +109,7 @@ def create_table_env(settings: dict[str, str]) -> StreamTableEnvironment:
     same job as the script's INSERTs, with the same checkpointing, restart
     strategy and Python interpreter.
     """
+    _reporter_on_gateway_classpath()
     from pyflink.common import Configuration
     from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.table import EnvironmentSettings, StreamTableEnvironment
@@ -123,6 +127,27 @@ def create_table_env(settings: dict[str, str]) -> StreamTableEnvironment:
     for key, value in settings.items():
         table_conf.set(key, value)
     return env
+
+
+def _reporter_on_gateway_classpath() -> None:
+    """Put Flink's Prometheus reporter on the classpath of the JVM PyFlink starts.
+
+    A local job's MiniCluster runs in that JVM and, unlike a cluster, loads metric
+    reporters from the classpath only, not from the plugins folder. PyFlink's
+    launcher appends ``HADOOP_CLASSPATH`` to the JVM classpath, so the jar goes
+    there, before the JVM starts (once started, its classpath is fixed). The
+    reporter does nothing unless ``runtime.prometheus_port`` turns it on.
+    """
+    import os
+
+    from pyflink.java_gateway import _gateway
+
+    jar = reporter_jar()
+    if _gateway is not None or jar is None:
+        return
+    current = os.environ.get("HADOOP_CLASSPATH", "")
+    if str(jar) not in current.split(os.pathsep):
+        os.environ["HADOOP_CLASSPATH"] = os.pathsep.join(p for p in (current, str(jar)) if p)
 
 
 def config_from_function_context(context: object) -> Config:
