@@ -1,17 +1,20 @@
 -- drift_monitor: text events from Kafka -> text_to_vector -> per-stream semantic drift
--- detection (a keyed DataStream operator with checkpointed state) -> drift events on Kafka.
+-- detection (a keyed DataStream operator with checkpointed state) -> drift events on Kafka,
+-- and adaptive micro-batch windows per stream (length from the processing delay, cut
+-- short on drift) -> window aggregates on Kafka.
 -- Events that cannot be embedded go to a dead-letter topic with the reason and their
--- source offset; they never stop the job.
+-- source offset; they never stop the job. Each event is embedded once.
 --
 -- Input records: {"stream_id": ..., "text": ..., "event_time": epoch ms or ISO-8601}.
 -- Drift periods follow the events' event_time (see flinkai.operators.drift).
 --
 -- Placeholders (fill with --var NAME=VALUE, env vars, or `vars:` in configs/*.yaml):
---   KAFKA_BOOTSTRAP, TEXT_TOPIC, DRIFT_TOPIC, DLQ_TOPIC,
+--   KAFKA_BOOTSTRAP, TEXT_TOPIC, DRIFT_TOPIC, WINDOW_TOPIC, DLQ_TOPIC,
 --   SCAN_BOUNDED_MODE (unbounded | latest-offset: stop at the offsets seen at start)
 --   DELIVERY_GUARANTEE (default exactly-once), TRANSACTIONAL_ID_PREFIX (built in: per job)
 -- Detector settings: Flink options 'flinkai.drift.<field>' (SET or runtime.flink_conf),
--- or 'drift.<field>' options on the APPLY OPERATOR statement below.
+-- or 'drift.<field>' options on the APPLY OPERATOR statements below; window bounds:
+-- 'flinkai.adaptive_window.<field>' or 'window.<field>'.
 
 SET 'pipeline.name' = 'flinkai-drift-monitor';
 
@@ -58,6 +61,28 @@ CREATE TEMPORARY TABLE drift_out (
   'properties.transaction.timeout.ms' = '900000'
 );
 
+CREATE TEMPORARY TABLE windows_out (
+  stream_id STRING,
+  window_start_ms BIGINT,
+  window_end_ms BIGINT,
+  n INT,
+  mean_norm DOUBLE,
+  delay_ms DOUBLE,
+  next_window_ms BIGINT,
+  closed_by STRING
+) WITH (
+  'connector' = 'kafka',
+  'topic' = '${WINDOW_TOPIC}',
+  'properties.bootstrap.servers' = '${KAFKA_BOOTSTRAP}',
+  'key.format' = 'raw',
+  'key.fields' = 'stream_id',
+  'value.format' = 'json',
+  'value.fields-include' = 'ALL',
+  'sink.delivery-guarantee' = '${DELIVERY_GUARANTEE:-exactly-once}',
+  'sink.transactional-id-prefix' = '${TRANSACTIONAL_ID_PREFIX}-windows',
+  'properties.transaction.timeout.ms' = '900000'
+);
+
 CREATE TEMPORARY TABLE dead_letters (
   reason STRING,
   detail STRING,
@@ -87,9 +112,14 @@ CREATE TEMPORARY VIEW vectorized AS
 SELECT payload, source_topic, source_partition, source_offset, p, text_to_vector(p.text) AS e
 FROM parsed;
 
+-- Three consumers read the embedded events (drift, windows, dead letters); without
+-- this, Flink would plan one Kafka reader and one model call per consumer.
+CREATE TEMPORARY VIEW vectorized_once AS
+  APPLY OPERATOR 'flinkai.operators.share.share' TO vectorized;
+
 CREATE TEMPORARY VIEW embedded AS
 SELECT p.stream_id AS stream_id, p.event_ms AS event_ms, e.embedding AS embedding
-FROM vectorized
+FROM vectorized_once
 WHERE p.error_reason IS NULL AND e.error IS NULL;
 
 CREATE TEMPORARY VIEW drift_events AS
@@ -100,6 +130,14 @@ INSERT INTO drift_out
 SELECT `key`, period_start_ms, period_end_ms, jsd, z, n, detected_at_ms
 FROM drift_events;
 
+CREATE TEMPORARY VIEW windows AS
+  APPLY OPERATOR 'flinkai.operators.drift.adaptive_windows' TO embedded
+  WITH ('key' = 'stream_id', 'time' = 'event_ms', 'embedding' = 'embedding');
+
+INSERT INTO windows_out
+SELECT `key`, window_start_ms, window_end_ms, n, mean_norm, delay_ms, next_window_ms, closed_by
+FROM windows;
+
 INSERT INTO dead_letters
 SELECT
   COALESCE(p.error_reason, SPLIT_INDEX(e.error, ':', 0)),
@@ -109,5 +147,5 @@ SELECT
   source_partition,
   source_offset,
   CURRENT_TIMESTAMP
-FROM vectorized
+FROM vectorized_once
 WHERE p.error_reason IS NOT NULL OR e.error IS NOT NULL;

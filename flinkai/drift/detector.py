@@ -488,6 +488,20 @@ class JSDDriftDetector:
                 comp.slot_moments[slot] += (d, d * d)
         return event
 
+    def close_open_period(self) -> DriftEvent | None:
+        """End of input: evaluate the open period as if its end had been reached.
+
+        A bounded stream has no later event to close its last period; this does,
+        so a shift in the final period is still reported. A period with fewer than
+        ``min_samples`` events is dropped, as at any other close.
+
+        Returns:
+            The drift raised by closing it, if any.
+        """
+        if self._period_start is None:
+            return None
+        return self.advance_to(self._period_start + self.cfg.period_s)
+
     def advance_to(self, t: float) -> DriftEvent | None:
         """Move event time to ``t``: run a due checkpoint or close the open period.
 

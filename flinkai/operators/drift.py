@@ -38,8 +38,15 @@ Time semantics:
     window opens with a key's first event, closes by a processing-time timer,
     and the next window's length comes from the mean processing delay (arrival
     time minus event time) of the window that closed. An empty window ends the
-    chain until the key's next event. On drift the open window's aggregates are
-    discarded and a ``min_ms`` window starts.
+    chain until the key's next event. On drift the open window is emitted at once
+    (``closed_by = 'drift'``), its state is reset, and a ``min_ms`` window starts,
+    so no window mixes the old distribution with the new one.
+
+End of input:
+    When a bounded input ends, Flink sends a final watermark but fires no pending
+    processing-time timer. Each key holds an event-time timer at that watermark,
+    which closes its last drift period and emits its open window
+    (``closed_by = 'end_of_input'``): no event is left out of the output.
 """
 
 from __future__ import annotations
@@ -86,9 +93,12 @@ WINDOW_FIELDS = (
     "mean_norm",
     "delay_ms",
     "next_window_ms",
+    "closed_by",
 )
 
 _REQUIRED = ("key", "time", "embedding")
+#: Event time of the final watermark a bounded input emits (Long.MAX_VALUE).
+END_OF_INPUT = 2**63 - 1
 C = TypeVar("C")
 
 
@@ -143,6 +153,8 @@ class WindowRow:
         mean_norm: Mean L2 norm of their embeddings.
         delay_ms: Mean processing delay of its events (arrival minus event time).
         next_window_ms: Length chosen for the next window.
+        closed_by: ``timer`` (its length ran out), ``drift`` (cut short by a drift:
+            the next window starts on the new distribution) or ``end_of_input``.
     """
 
     key: str
@@ -152,6 +164,7 @@ class WindowRow:
     mean_norm: float
     delay_ms: float
     next_window_ms: int
+    closed_by: str = "timer"
 
     def as_tuple(self) -> tuple[Any, ...]:
         return tuple(getattr(self, f) for f in WINDOW_FIELDS)
@@ -229,13 +242,18 @@ class KeyState:
         if self.sizer is None:
             return step
         if event is not None:
-            # The data before the drift describes a distribution that is gone:
-            # drop it and summarise the new one quickly with a short window.
+            # The open window holds the distribution that just ended: emit it as it
+            # is (cut short, never mixed with the new one), reset, and summarise the
+            # new distribution quickly with a short window.
             self.sizer.shrink()
-            if self.window is not None:
-                step.delete.append(self.window.end_ms)
+            next_ms = self.sizer.next_window_ms(None)
+            w = self.window
+            if w is not None:
+                step.delete.append(w.end_ms)
                 self.window = None
-            self._open(now_ms, self.sizer.next_window_ms(None), step)
+                if w.n > 0:  # a window opened by a timer may still be empty
+                    step.window = self._row(w, max(now_ms, w.start_ms), next_ms, "drift")
+            self._open(now_ms, next_ms, step)
         elif self.window is None:
             self._open(now_ms, self.sizer.current_ms, step)
         assert self.window is not None
@@ -261,15 +279,50 @@ class KeyState:
         self.window = None
         if w.n == 0:
             return step
-        delay = w.delay_sum / w.n
-        next_ms = self.sizer.next_window_ms(delay)
-        step.window = WindowRow(
-            self.key, w.start_ms, w.end_ms, w.n, w.norm_sum / w.n, delay, next_ms
-        )
+        next_ms = self.sizer.next_window_ms(w.delay_sum / w.n)
+        step.window = self._row(w, w.end_ms, next_ms, "timer")
         # The next window opens now; if nothing arrives it closes empty and the
         # chain stops, so idle keys hold no timers.
         self._open(timestamp_ms, next_ms, step)
         return step
+
+    def on_end_of_input(self, now_ms: int) -> Step:
+        """The input ended (a bounded source finished): flush everything still open.
+
+        Processing-time timers do not fire once a bounded job finishes, so without
+        this the events of the open window, and a drift in the last period, would
+        be lost. Emits the open window (ending now) and closes the drift period.
+
+        Args:
+            now_ms: Current processing time.
+
+        Returns:
+            The drift of the last period, if any, and the flushed window.
+        """
+        step = Step()
+        event = self.detector.close_open_period()
+        if event is not None:
+            step.drift = DriftRow.of(self.key, event, now_ms)
+        w = self.window
+        if w is not None and self.sizer is not None:
+            self.window = None
+            step.delete.append(w.end_ms)
+            if w.n > 0:
+                next_ms = self.sizer.next_window_ms(w.delay_sum / w.n)
+                step.window = self._row(w, max(now_ms, w.start_ms), next_ms, "end_of_input")
+        return step
+
+    def _row(self, w: _Window, end_ms: int, next_ms: int, closed_by: str) -> WindowRow:
+        return WindowRow(
+            self.key,
+            w.start_ms,
+            end_ms,
+            w.n,
+            w.norm_sum / w.n,
+            w.delay_sum / w.n,
+            next_ms,
+            closed_by,
+        )
 
     def _open(self, now_ms: int, length_ms: int, step: Step) -> None:
         self.window = _Window(now_ms, now_ms + length_ms)
@@ -405,7 +458,7 @@ def _flink_conf(t_env: Any) -> dict[str, str]:
 def _make_process_function(opts: OperatorOptions, emit: Literal["drift", "windows"]) -> Any:
     """The ``KeyedProcessFunction``; built here so this module imports without PyFlink."""
     from pyflink.common import Row, Types
-    from pyflink.datastream import KeyedProcessFunction, RuntimeContext
+    from pyflink.datastream import KeyedProcessFunction, RuntimeContext, TimeDomain
     from pyflink.datastream.state import ValueStateDescriptor
 
     window_cfg = opts.window if emit == "windows" else None
@@ -449,7 +502,12 @@ def _make_process_function(opts: OperatorOptions, emit: Literal["drift", "window
             if event_ms is None or embedding is None or len(embedding) == 0:
                 self._skipped.inc()  # rows the embedding step failed on carry no vector
                 return
-            state = self._load(key)
+            stored = self._state.value()
+            state = stored if stored is not None else KeyState(key, drift_cfg, window_cfg)
+            if stored is None:
+                # Fires only on the final watermark of a bounded input (and with the
+                # key's timers it is part of checkpoints): the end-of-input flush.
+                ctx.timer_service().register_event_time_timer(END_OF_INPUT)
             now = int(ctx.timer_service().current_processing_time())
             try:
                 step = state.on_event(embedding, event_ms, now)
@@ -467,7 +525,11 @@ def _make_process_function(opts: OperatorOptions, emit: Literal["drift", "window
             state = self._state.value()
             if state is None:
                 return
-            step = state.on_timer(int(timestamp))
+            if ctx.time_domain() == TimeDomain.EVENT_TIME:
+                now = int(ctx.timer_service().current_processing_time())
+                step = state.on_end_of_input(now)
+            else:
+                step = state.on_timer(int(timestamp))
             self._state.update(state)
             yield from self._apply(step, ctx)
 
@@ -490,6 +552,7 @@ def _apply(
         raise ConfigError(f"column(s) {absent} not in the input; it has {columns}")
     # Only the three columns cross into Python: less to serialise per row.
     rows = t_env.to_data_stream(table.select(col(opts.key), col(opts.time), col(opts.embedding)))
+    names: tuple[str, ...]
     if emit == "drift":
         names, types = (
             DRIFT_FIELDS,
@@ -514,6 +577,7 @@ def _apply(
                 Types.DOUBLE(),
                 Types.DOUBLE(),
                 Types.LONG(),
+                Types.STRING(),
             ],
         )
     out = (

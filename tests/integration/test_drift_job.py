@@ -14,6 +14,7 @@ import pytest
 
 from flinkai.config import Config, load_config
 from flinkai.datasets import DatasetNotFoundError, load_ag_news
+from flinkai.functions.adaptive_window import AdaptiveWindowConfig
 from flinkai.kafka.admin import consume_all, create_topics, produce
 from flinkai.kafka.broker import LocalKafka
 from flinkai.models.artifacts import ModelArtifacts
@@ -73,8 +74,9 @@ def test_drift_after_the_topic_switch(
     )
     run_id = uuid.uuid4().hex[:8]
     source, drift, dlq = f"texts-{run_id}", f"drift-{run_id}", f"drift-dlq-{run_id}"
+    windows = f"windows-{run_id}"
     bootstrap = kafka_broker.bootstrap
-    create_topics(bootstrap, [source, drift, dlq])
+    create_topics(bootstrap, [source, drift, dlq, windows])
     produce(bootstrap, source, [*events(), b"not json"])
 
     run_script(
@@ -86,6 +88,7 @@ def test_drift_after_the_topic_switch(
                 "TEXT_TOPIC": source,
                 "DRIFT_TOPIC": drift,
                 "DLQ_TOPIC": dlq,
+                "WINDOW_TOPIC": windows,
                 "SCAN_BOUNDED_MODE": "latest-offset",
                 "GROUP_ID": f"drift-{run_id}",
             },
@@ -95,6 +98,7 @@ def test_drift_after_the_topic_switch(
 
     found = [json.loads(r.value or b"null") for r in consume_all(bootstrap, drift, timeout_s=30)]
     dead = [json.loads(r.value or b"null") for r in consume_all(bootstrap, dlq, timeout_s=30)]
+    closed = [json.loads(r.value or b"null") for r in consume_all(bootstrap, windows, timeout_s=30)]
     assert [d["reason"] for d in dead] == ["not_json"]
     assert found, "the topic switch must raise a drift event"
     assert all(e["stream_id"] == "news" for e in found)
@@ -104,3 +108,14 @@ def test_drift_after_the_topic_switch(
     # The period holding the switch, or the next one.
     assert first <= SWITCH_MS + 2 * PERIOD_S * 1000, (first - SWITCH_MS, found)
     assert all(e["n"] >= 10 and e["jsd"] > 0 for e in found)
+
+    # Adaptive windows: every embedded event is in exactly one window, the drift cut
+    # the open window short, and the end of the bounded input flushed the last one.
+    assert sum(w["n"] for w in closed) == BEFORE + AFTER, closed
+    reasons = [w["closed_by"] for w in closed]
+    assert "drift" in reasons and reasons[-1] == "end_of_input", reasons
+    cut = closed[reasons.index("drift")]
+    assert cut["next_window_ms"] == AdaptiveWindowConfig().min_ms, cut
+    # The events are months old: the delay rule asks for the longest window.
+    assert all(w["delay_ms"] > 0 for w in closed)
+    assert closed[0]["next_window_ms"] in (AdaptiveWindowConfig().max_ms, cut["next_window_ms"])

@@ -94,7 +94,7 @@ def test_windows_close_by_timer_and_size_from_the_measured_delay() -> None:
     assert again.register == [22_600]  # the sizer keeps the last length
 
 
-def test_drift_shrinks_the_window_and_discards_its_aggregates() -> None:
+def test_drift_cuts_the_window_short_and_starts_a_short_one() -> None:
     state = KeyState("k", FAST, WINDOWS)
     pending: list[int] = []
     drift_at = None
@@ -112,6 +112,10 @@ def test_drift_shrinks_the_window_and_discards_its_aggregates() -> None:
             drift_at = now
             assert step.register == [now + WINDOWS.min_ms]
             assert len(step.delete) == 1
+            # The old distribution's window is emitted now, not mixed with the new one.
+            assert step.window is not None and step.window.closed_by == "drift"
+            assert step.window.window_end_ms == now and step.window.n >= 1
+            assert step.window.next_window_ms == WINDOWS.min_ms
             assert state.window is not None and state.window.n == 1  # only this event
             break
     assert drift_at is not None
@@ -161,3 +165,34 @@ def test_bad_options_are_config_errors(options: dict[str, str], message: str) ->
     with pytest.raises(ConfigError) as err:
         parse_options(options)
     assert message in str(err.value)
+
+
+def test_end_of_input_flushes_the_open_window_and_the_last_period() -> None:
+    # The switch falls in the last period: only the end-of-input close can report it.
+    events = [(x, t) for x, t in stream(n=130) if t < SWITCH_MS + 5000]
+    state = KeyState("s", FAST, WINDOWS)
+    drifts, counted = [], 0
+    for i, (x, t) in enumerate(events):
+        step = state.on_event(x.tolist(), t, now_ms=2_000_000 + i)
+        if step.drift is not None:
+            drifts.append(step.drift)
+    assert not drifts, "the last period has not closed yet"
+    assert state.window is not None
+    open_n, open_end = state.window.n, state.window.end_ms
+    end = state.on_end_of_input(now_ms=2_000_500)
+    assert end.drift is not None and end.drift.period_end_ms == SWITCH_MS + 5000
+    assert end.window is not None and end.window.n == open_n > 0
+    assert end.window.window_end_ms == 2_000_500 and end.delete == [open_end]
+    counted += end.window.n
+    assert state.window is None
+    # Nothing left: a second flush emits nothing.
+    again = state.on_end_of_input(now_ms=2_000_600)
+    assert again.drift is None and again.window is None and counted == open_n
+
+
+def test_end_of_input_without_windows_only_closes_the_period() -> None:
+    state = KeyState("s", FAST)
+    for i, (x, t) in enumerate(stream(n=130)):
+        state.on_event(x.tolist(), t, now_ms=i)
+    step = state.on_end_of_input(now_ms=10_000)
+    assert step.window is None and step.delete == []
