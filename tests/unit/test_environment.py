@@ -58,3 +58,12 @@ def test_java_error_summary_keeps_root_cause_and_python_error() -> None:
     assert "No match found for function" in summary
     assert "Python error in a UDF: ValueError: bad input" in summary
     assert "\tat " not in summary
+
+
+def test_prometheus_reporter_only_when_a_port_is_set() -> None:
+    off = flink_settings(load_config(env={}), [], [], Target())
+    assert not any(k.startswith("metrics.reporter.") for k in off)
+    on = flink_settings(
+        load_config(env={}).with_overrides(runtime={"prometheus_port": 9311}), [], [], Target()
+    )
+    assert on["metrics.reporter.prom.port"] == "9311"
