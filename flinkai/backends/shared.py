@@ -8,11 +8,9 @@ and the last one to close releases it.
 
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass
-
 from flinkai.backends.base import EmbeddingBackend
 from flinkai.config import Config
+from flinkai.sharing import SharedPool
 
 __all__ = [
     "acquire_embedding_backend",
@@ -20,16 +18,6 @@ __all__ = [
     "refs",
     "release_embedding_backend",
 ]
-
-
-@dataclass
-class _Entry:
-    backend: EmbeddingBackend
-    refs: int
-
-
-_lock = threading.Lock()
-_entries: dict[str, _Entry] = {}
 
 
 def _key(config: Config) -> str:
@@ -43,23 +31,25 @@ def _key(config: Config) -> str:
             d["triton"],
             d["embedding"]["batch_size"],
             d["registry"],
+            # A registry backend subscribes to its control topic on this broker.
+            d["kafka"]["bootstrap_servers"] if d["registry"]["control_topic"] else None,
         )
     )
+
+
+_pool: SharedPool[str, EmbeddingBackend] = SharedPool(lambda b: b.close(), "backend")
 
 
 def acquire_embedding_backend(config: Config) -> EmbeddingBackend:
     """The process's backend for ``config``, loaded on first use."""
     from flinkai.backends.registry import create_embedding_backend
 
-    key = _key(config)
-    with _lock:
-        entry = _entries.get(key)
-        if entry is None:
-            backend = create_embedding_backend(config)
-            backend.load()  # under the lock: concurrent first users wait instead of loading twice
-            entry = _entries[key] = _Entry(backend, 0)
-        entry.refs += 1
-        return entry.backend
+    def create() -> EmbeddingBackend:
+        backend = create_embedding_backend(config)
+        backend.load()
+        return backend
+
+    return _pool.acquire(_key(config), create)
 
 
 def release_embedding_backend(backend: EmbeddingBackend) -> None:
@@ -68,25 +58,14 @@ def release_embedding_backend(backend: EmbeddingBackend) -> None:
     Raises:
         ValueError: ``backend`` is not held (released twice, or never acquired).
     """
-    with _lock:
-        for key, entry in list(_entries.items()):
-            if entry.backend is backend:
-                entry.refs -= 1
-                if entry.refs <= 0:
-                    del _entries[key]
-                    backend.close()
-                return
-    raise ValueError("release of a backend that is not held (released twice?)")
+    _pool.release(backend)
 
 
 def refs(config: Config) -> int:
     """How many holders share the backend for ``config`` (0 when none is loaded)."""
-    with _lock:
-        entry = _entries.get(_key(config))
-        return entry.refs if entry else 0
+    return _pool.refs(_key(config))
 
 
 def live_backends() -> int:
     """How many backends are loaded in this process (for tests and metrics)."""
-    with _lock:
-        return len(_entries)
+    return len(_pool)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ import numpy as np
 
 from flinkai.errors import ConfigError, SetupError
 from flinkai.functions.events import Reason
+from flinkai.sharing import SharedPool
 
 __all__ = [
     "PredictConfig",
@@ -214,14 +214,7 @@ def _sha256(path: Path) -> str:
 # -- one model per process ---------------------------------------------------------------
 
 
-@dataclass
-class _Entry:
-    model: ScoringModel
-    refs: int
-
-
-_lock = threading.Lock()
-_entries: dict[PredictConfig, _Entry] = {}
+_pool: SharedPool[PredictConfig, ScoringModel] = SharedPool(what="scoring model")
 
 
 def acquire_scoring_model(config: PredictConfig) -> ScoringModel:
@@ -230,13 +223,7 @@ def acquire_scoring_model(config: PredictConfig) -> ScoringModel:
     Several UDF instances in one Python worker (chained operators, several queries)
     then share one session instead of each loading the model.
     """
-    with _lock:
-        entry = _entries.get(config)
-        if entry is None:
-            # Under the lock: concurrent first users wait instead of loading twice.
-            entry = _entries[config] = _Entry(ScoringModel(config), 0)
-        entry.refs += 1
-        return entry.model
+    return _pool.acquire(config, lambda: ScoringModel(config))
 
 
 def release_scoring_model(model: ScoringModel) -> None:
@@ -245,20 +232,12 @@ def release_scoring_model(model: ScoringModel) -> None:
     Raises:
         ValueError: ``model`` is not held (released twice, or never acquired).
     """
-    with _lock:
-        for key, entry in list(_entries.items()):
-            if entry.model is model:
-                entry.refs -= 1
-                if entry.refs <= 0:
-                    del _entries[key]
-                return
-    raise ValueError("release of a scoring model that is not held (released twice?)")
+    _pool.release(model)
 
 
 def live_scoring_models() -> int:
     """How many models this process holds (for tests and diagnostics)."""
-    with _lock:
-        return len(_entries)
+    return len(_pool)
 
 
 # -- the function ------------------------------------------------------------------------

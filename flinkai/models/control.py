@@ -36,6 +36,8 @@ from typing import Any, Protocol
 import kafka.errors as kerrors
 from kafka import KafkaConsumer, TopicPartition
 
+from flinkai.sharing import SharedPool
+
 __all__ = [
     "ControlMessage",
     "ControlMessageError",
@@ -427,14 +429,17 @@ class ControlTopicListener:
 # -- one listener per (bootstrap, topic) per process --------------------------------------
 
 
-@dataclass
-class _Entry:
-    listener: ControlTopicListener
-    refs: int
+def _stop(listener: ControlTopicListener) -> None:
+    listener.close()  # the pool calls this outside its lock: it waits for the thread
 
 
-_lock = threading.Lock()
-_listeners: dict[ControlTopic, _Entry] = {}
+_listeners: SharedPool[ControlTopic, ControlTopicListener] = SharedPool(_stop, "listener")
+
+
+def _start(control: ControlTopic) -> ControlTopicListener:
+    listener = ControlTopicListener(control)
+    listener.start()
+    return listener
 
 
 class ControlSubscription:
@@ -445,32 +450,18 @@ class ControlSubscription:
         self.model = model
         self._target = target
         self._closed = False
-        with _lock:
-            entry = _listeners.get(control)
-            if entry is None:
-                listener = ControlTopicListener(control)
-                listener.start()
-                entry = _listeners[control] = _Entry(listener, 0)
-            entry.refs += 1
-            entry.listener.add(model, target)
-        self.listener = entry.listener
+        self._close_lock = threading.Lock()
+        self.listener = _listeners.acquire(control, lambda: _start(control))
+        self.listener.add(model, target)
 
     def close(self) -> None:
         """Unsubscribe; the last subscription stops the listener thread. Idempotent."""
-        stop: ControlTopicListener | None = None
-        with _lock:
+        with self._close_lock:
             if self._closed:
                 return
             self._closed = True
-            self.listener.remove(self.model, self._target)
-            entry = _listeners.get(self.control)
-            if entry is not None and entry.listener is self.listener:
-                entry.refs -= 1
-                if entry.refs <= 0:
-                    del _listeners[self.control]
-                    stop = self.listener
-        if stop is not None:
-            stop.close()  # outside the lock: it waits for the thread
+        self.listener.remove(self.model, self._target)
+        _listeners.release(self.listener)
 
 
 def subscribe(control: ControlTopic, model: str, target: Reloadable) -> ControlSubscription:
@@ -483,5 +474,4 @@ def subscribe(control: ControlTopic, model: str, target: Reloadable) -> ControlS
 
 def live_listeners() -> list[ControlTopicListener]:
     """The listeners running in this process (for tests and diagnostics)."""
-    with _lock:
-        return [e.listener for e in _listeners.values()]
+    return _listeners.values()
