@@ -50,9 +50,9 @@ from typing import Any
 from flinkai.config import Config, load_config
 from flinkai.errors import FlinkAIError, SetupError
 from flinkai.kafka.broker import LocalKafka, free_port
-from flinkai.runtime.cluster import FlinkRest, LocalFlinkCluster, python_workers_on_cluster
+from flinkai.runtime.cluster import FlinkRest, LocalFlinkCluster
 from flinkai.runtime.environment import Target
-from flinkai.runtime.runner import RunOptions, RunResult, run_script
+from flinkai.testing import EmbedJob
 
 __all__ = [
     "PHASES",
@@ -268,55 +268,6 @@ class _PacedProducer:
             self._stop.wait(max(0.0, chunk / self.per_second - (time.monotonic() - started)))
 
 
-@dataclass
-class _Job:
-    """The embed job on fresh topics, submitted detached."""
-
-    bootstrap: str
-    config: Config
-    target: Target
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
-    result: RunResult | None = None
-
-    @property
-    def topics(self) -> tuple[str, str, str]:
-        return (f"rin-{self.run_id}", f"rout-{self.run_id}", f"rdlq-{self.run_id}")
-
-    @property
-    def job_id(self) -> str:
-        if self.result is None or not self.result.job_id:
-            raise SetupError("the recovery bench job did not start")
-        return self.result.job_id
-
-    def start(self, script: Path) -> None:
-        from flinkai.kafka.admin import create_topics
-
-        create_topics(self.bootstrap, list(self.topics))
-        variables = {
-            "KAFKA_BOOTSTRAP": self.bootstrap,
-            "CLICKS_TOPIC": self.topics[0],
-            "EMBEDDINGS_TOPIC": self.topics[1],
-            "DLQ_TOPIC": self.topics[2],
-            "GROUP_ID": f"g-{self.run_id}",
-            "SCAN_BOUNDED_MODE": "unbounded",
-        }
-        options = RunOptions(target=self.target, variables=variables, wait=False)
-        if self.target.is_local:
-            self.result = run_script(script, self.config, options)
-        else:
-            with python_workers_on_cluster():
-                self.result = run_script(script, self.config, options)
-
-    def cancel(self) -> None:
-        client = self.result.job_client if self.result is not None else None
-        if client is None:
-            return
-        try:
-            client.cancel().result()
-        except Exception as e:  # Py4J error: a job that already ended cannot be cancelled
-            log.warning("cancelling the bench job: %s", type(e).__name__)
-
-
 def _wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -399,8 +350,14 @@ def _bench_taskmanager(
         LocalKafka(work / "kafka-tm", port=free_port()) as broker,
         LocalFlinkCluster(work / "flink", slots=1) as cluster,
     ):
-        job = _Job(broker.bootstrap, _config(base, reps, None), Target(cluster.jobmanager))
-        job.start(_script())
+        job = EmbedJob(
+            broker.bootstrap,
+            _script(),
+            _config(base, reps, None),
+            Target(cluster.jobmanager),
+            prefix="r",
+        )
+        job.start()
         api = cluster.api
         try:
             with (
@@ -502,8 +459,8 @@ def _bench_broker(
     api = FlinkRest(f"127.0.0.1:{rest_port}")
     progress("broker: starting Kafka and the job on the embedded MiniCluster ...")
     with LocalKafka(work / "kafka-broker", port=free_port()) as broker:
-        job = _Job(broker.bootstrap, _config(base, reps, rest_port), Target())
-        job.start(_script())
+        job = EmbedJob(broker.bootstrap, _script(), _config(base, reps, rest_port), prefix="r")
+        job.start()
         try:
             with (
                 _PacedProducer(broker.bootstrap, job.topics[0], rate),

@@ -11,17 +11,13 @@ import os
 import signal
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from flinkai.config import Config, load_config
-from flinkai.kafka.admin import Record, consume_all, create_topics, produce
-from flinkai.runtime.cluster import python_workers_on_cluster
-from flinkai.runtime.environment import Target
-from flinkai.runtime.runner import RunOptions, RunResult, run_script
+from flinkai.kafka.admin import Record, consume_all, produce
+from flinkai.testing import EmbedJob
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "jobs" / "embed_clicks.sql"
@@ -90,36 +86,10 @@ def kill_python_workers() -> list[int]:
 
 
 @dataclass
-class StreamingJob:
+class StreamingJob(EmbedJob):
     """The embed job, unbounded, on fresh topics; produce, observe, cancel."""
 
-    bootstrap: str
-    config: Config = field(default_factory=lambda: load_config(env={}))
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
-    result: RunResult | None = None
-
-    @property
-    def topics(self) -> tuple[str, str, str]:
-        return (f"in-{self.run_id}", f"out-{self.run_id}", f"dlq-{self.run_id}")
-
-    def start(self) -> None:
-        create_topics(self.bootstrap, list(self.topics))
-        variables = {
-            "KAFKA_BOOTSTRAP": self.bootstrap,
-            "CLICKS_TOPIC": self.topics[0],
-            "EMBEDDINGS_TOPIC": self.topics[1],
-            "DLQ_TOPIC": self.topics[2],
-            "GROUP_ID": f"g-{self.run_id}",
-            "SCAN_BOUNDED_MODE": "unbounded",
-        }
-        self.result = run_script(JOB, self.config, RunOptions(variables=variables, wait=False))
-
-    def cancel(self) -> None:
-        if self.result is not None and self.result.job_client is not None:
-            try:
-                self.result.job_client.cancel().result()
-            except Exception as e:
-                print(f"cancel: {type(e).__name__}")
+    script: Path = JOB
 
     def produce_paced(self, events: list[bytes], per_second: float) -> threading.Thread:
         """Produce in the background in small chunks at about ``per_second``."""
@@ -180,36 +150,6 @@ def check_exactly_once(
     reasons = Counter(json.loads(r.value)["reason"] for r in dlq)
     assert sum(reasons.values()) == expected_poison, reasons
     assert set(reasons) <= {"not_json", "missing_field", "empty_text"}, reasons
-
-
-# -- standalone-cluster runs (test_taskmanager_kill.py) -------------------------------
-
-
-@dataclass
-class ClusterStreamingJob(StreamingJob):
-    """:class:`StreamingJob` submitted to a remote Flink cluster (``target``)."""
-
-    target: Target = field(default_factory=Target)
-
-    @property
-    def job_id(self) -> str:
-        assert self.result is not None and self.result.job_id, "job not started"
-        return self.result.job_id
-
-    def start(self) -> None:
-        create_topics(self.bootstrap, list(self.topics))
-        variables = {
-            "KAFKA_BOOTSTRAP": self.bootstrap,
-            "CLICKS_TOPIC": self.topics[0],
-            "EMBEDDINGS_TOPIC": self.topics[1],
-            "DLQ_TOPIC": self.topics[2],
-            "GROUP_ID": f"g-{self.run_id}",
-            "SCAN_BOUNDED_MODE": "unbounded",
-        }
-        # UDF workers must run on the TaskManager, or killing it would not touch them.
-        with python_workers_on_cluster():
-            options = RunOptions(target=self.target, variables=variables, wait=False)
-            self.result = run_script(JOB, self.config, options)
 
 
 def loopback_workers_here() -> int:

@@ -22,7 +22,7 @@ from flinkai.runtime.cluster import LocalFlinkCluster
 from flinkai.runtime.environment import Target
 
 from .streaming import (
-    ClusterStreamingJob,
+    StreamingJob,
     check_exactly_once,
     loopback_workers_here,
     make_events,
@@ -48,7 +48,7 @@ def test_sigkill_taskmanager_mid_stream(
     kafka_broker: LocalKafka, model_artifacts: object, flink_cluster: LocalFlinkCluster
 ) -> None:
     events, ids, poison = make_events(N)
-    job = ClusterStreamingJob(kafka_broker.bootstrap, target=Target(flink_cluster.jobmanager))
+    job = StreamingJob(kafka_broker.bootstrap, target=Target(flink_cluster.jobmanager))
     # Earlier MiniCluster jobs in this session may hold loopback workers; count new ones only.
     loopback_before = loopback_workers_here()
     job.start()
