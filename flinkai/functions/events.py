@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
-__all__ = ["ClickEvent", "Invalid", "Reason", "parse_click", "parse_clicks"]
+__all__ = ["ClickEvent", "Invalid", "Reason", "decode_object", "parse_click", "parse_clicks"]
 
 
 class Reason(StrEnum):
@@ -71,8 +71,8 @@ def _event_time(value: object) -> str | None:
     return dt.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def parse_click(payload: bytes | None, max_text_bytes: int) -> ClickEvent | Invalid:
-    """Validate one raw event."""
+def decode_object(payload: bytes | None) -> dict[str, object] | Invalid:
+    """Raw record value -> JSON object, or why it is not one."""
     if not payload:
         return Invalid(Reason.EMPTY_PAYLOAD, "record value is empty or null")
     try:
@@ -85,6 +85,14 @@ def parse_click(payload: bytes | None, max_text_bytes: int) -> ClickEvent | Inva
         return Invalid(Reason.NOT_JSON, f"line {e.lineno} column {e.colno}: {e.msg}")
     if not isinstance(obj, dict):
         return Invalid(Reason.NOT_OBJECT, f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def parse_click(payload: bytes | None, max_text_bytes: int) -> ClickEvent | Invalid:
+    """Validate one raw event."""
+    obj = decode_object(payload)
+    if isinstance(obj, Invalid):
+        return obj
     missing = [f for f in REQUIRED_FIELDS if obj.get(f) is None]
     if missing:
         return Invalid(Reason.MISSING_FIELD, ", ".join(missing))
