@@ -81,8 +81,8 @@ class JobSettings:
         ort_threads: ``onnx.intra_op_threads`` (0: ONNX Runtime picks).
     """
 
-    arrow_batch: int = 256
-    bundle: int = 256
+    arrow_batch: int = 1024
+    bundle: int = 1024
     model_batch: int = 32
     ort_threads: int = 0
 
@@ -459,7 +459,7 @@ def _measure_job(texts: list[str], config: Any, args: dict[str, Any]) -> Variant
             len(texts),
             note=(
                 f"incomplete: {full.embedded}/{len(texts)} embedded, "
-                f"{full.dead_letters} dead letters"
+                f"{full.dead_letters} dead letters ({'; '.join(full.dead_letter_reasons)})"
             ),
             extra=extra,
         )
@@ -600,7 +600,7 @@ def run_variant(
         stdout, stderr = out.read(), err.read()
     lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
     if code != 0 or not lines:
-        tail = "\n".join(stderr.strip().splitlines()[-5:])
+        tail = " | ".join(ln.strip() for ln in stderr.strip().splitlines()[-3:])
         return VariantResult(args.get("name", kind), note=f"failed: {tail}")
     data = json.loads(lines[-1])
     return VariantResult(**data)
@@ -656,6 +656,9 @@ def print_table(rows: Sequence[VariantResult]) -> None:
         )
 
 
+#: Flink options of the latency runs, on top of the job settings and the bundle time.
+LATENCY_FLINK_CONF: tuple[str, ...] = ()
+
 ALL_VARIANTS = ("raw", "job", "triton", "latency", "naive", "beam")
 
 
@@ -672,7 +675,8 @@ class _Steps:
         result = run_variant(kind, limit, kw)
         print(
             f"    {_fmt(result.texts_per_s)} texts/s, p50 {_fmt(result.p50_ms)} ms, "
-            f"p99 {_fmt(result.p99_ms)} ms ({time.monotonic() - t0:.0f} s) {result.note}",
+            f"p99 {_fmt(result.p99_ms)} ms, CPU {_fmt(result.extra.get('cpu_ms_per_text'))} "
+            f"ms/text ({time.monotonic() - t0:.0f} s) {result.note}",
             flush=True,
         )
         self.rows.append(result)
@@ -734,6 +738,11 @@ def _bench(args: argparse.Namespace) -> int:
             overrides=overrides,
             two_run=args.two_run,
         )
+    extra_jobs = [
+        step("job", args.limit, name=_job_row_name(s), overrides=s.overrides())
+        for s in args.extra_jobs
+        if "job" in variants
+    ]
     if "triton" in variants:
         raw_triton = step(
             "raw_triton",
@@ -761,12 +770,15 @@ def _bench(args: argparse.Namespace) -> int:
             "runtime": {
                 **overrides["runtime"],
                 "python_bundle_time_ms": args.latency_bundle_time_ms,
+                "flink_conf": dict(kv.split("=", 1) for kv in args.latency_flink_conf),
             },
         }
         for guarantee, label in (
             ("at-least-once", "at-least-once, read_uncommitted"),
             ("exactly-once", "exactly-once, read_committed"),
         ):
+            if guarantee not in args.latency_guarantees:
+                continue
             name = f"job latency at {pct}{'' if args.latency_rate else ' of max rate'}, {label}"
             if rate is None:
                 latency_rows.append(step.na(name, "no job throughput measured in this run"))
@@ -807,6 +819,8 @@ def _bench(args: argparse.Namespace) -> int:
         "job triton / raw Triton client": _ratio(job_triton, raw_triton),
         "job triton / job ORT": _ratio(job_triton, job),
     }
+    for extra_job in extra_jobs:
+        ratios[f"{extra_job.name} / best raw ORT"] = _ratio(extra_job, best)
     ratios = {k: v for k, v in ratios.items() if v is not None}
     if ratios:
         print()
@@ -849,25 +863,48 @@ def _tune(args: argparse.Namespace) -> int:
     raws.append(step("raw_ort", args.limit, batch_size=raw_batch, threads=args.threads))
     raw_rates = [r.texts_per_s for r in raws if r.texts_per_s]
     raw_mean = float(np.mean(raw_rates)) if raw_rates else None
+    raw_cpus = [c for r in raws if (c := r.extra.get("cpu_ms_per_text"))]
+    raw_cpu = float(np.mean(raw_cpus)) if raw_cpus else None
     print()
     print_table(step.rows)
     print(
         f"\nraw ORT batch {raw_batch}: "
         + ", ".join(f"{r:.1f}" for r in raw_rates)
-        + f" texts/s (mean {_fmt(raw_mean)})"
+        + f" texts/s (mean {_fmt(raw_mean)}); CPU ms/text "
+        + ", ".join(f"{c:.1f}" for c in raw_cpus)
     )
-    print(f"\n{'arrow:bundle:batch:threads':<28} {'texts/s':>8} {'/ raw':>7}")
+    print(
+        "\n'/ raw' = job texts/s / mean raw texts/s (wall clock, load-sensitive); "
+        "'CPU eff' = raw CPU ms/text / job CPU ms/text (all processes of the job)"
+    )
+    print(
+        f"{'arrow:bundle:batch:threads':<28} {'texts/s':>8} {'/ raw':>7} {'CPU ms/t':>9} {'CPU eff':>8}"
+    )
     table = []
     for settings, row in zip(grid, jobs, strict=True):
         ratio = row.texts_per_s / raw_mean if row.texts_per_s and raw_mean else None
-        table.append({"settings": asdict(settings), "texts_per_s": row.texts_per_s, "ratio": ratio})
-        print(f"{settings.label:<28} {_fmt(row.texts_per_s):>8} {_fmt(ratio, 2):>7}")
+        cpu = row.extra.get("cpu_ms_per_text")
+        eff = raw_cpu / cpu if raw_cpu and cpu else None
+        table.append(
+            {
+                "settings": asdict(settings),
+                "texts_per_s": row.texts_per_s,
+                "ratio": ratio,
+                "cpu_ms_per_text": cpu,
+                "cpu_efficiency": eff,
+            }
+        )
+        print(
+            f"{settings.label:<28} {_fmt(row.texts_per_s):>8} {_fmt(ratio, 2):>7} "
+            f"{_fmt(cpu):>9} {_fmt(eff, 2):>8}"
+        )
     if args.json:
         _write_json(
             args.json,
             {
                 "rows": [asdict(r) for r in step.rows],
                 "raw_mean": raw_mean,
+                "raw_cpu_ms_per_text": raw_cpu,
                 "grid": table,
                 "load_avg": os.getloadavg(),
             },
@@ -909,6 +946,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"job settings (default {JobSettings().label})",
     )
     p.add_argument(
+        "--extra-jobs",
+        type=JobSettings.parse,
+        nargs="*",
+        default=[],
+        metavar="ARROW:BUNDLE:BATCH:THREADS",
+        help="further job rows with other settings, for comparison in the same run",
+    )
+    p.add_argument(
         "--no-two-run",
         dest="two_run",
         action="store_false",
@@ -927,6 +972,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=50,
         help="python_bundle_time_ms of the latency runs",
+    )
+    p.add_argument(
+        "--latency-flink-conf",
+        nargs="*",
+        default=list(LATENCY_FLINK_CONF),
+        metavar="KEY=VALUE",
+        help=f"extra Flink options for the latency runs (default: {' '.join(LATENCY_FLINK_CONF)})",
+    )
+    p.add_argument(
+        "--latency-guarantees",
+        nargs="+",
+        choices=("at-least-once", "exactly-once"),
+        default=["at-least-once", "exactly-once"],
     )
     p.add_argument("--tune", action="store_true", help="run the job settings grid instead")
     p.add_argument(

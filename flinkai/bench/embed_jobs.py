@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import tempfile
 import threading
 import time
 import uuid
@@ -72,6 +73,7 @@ class BoundedRun:
         dead_letters: Dead letters read back.
         job_seconds: ``run_script`` wall time: submission, start-up, work, finish.
         output_times_s: Kafka timestamp of each embedding record, in seconds.
+        dead_letter_reasons: ``reason: detail`` of the first dead letters (at most 3).
     """
 
     texts: int
@@ -79,6 +81,7 @@ class BoundedRun:
     dead_letters: int
     job_seconds: float
     output_times_s: list[float] = field(default_factory=list)
+    dead_letter_reasons: list[str] = field(default_factory=list)
 
 
 def bounded_job_run(
@@ -106,8 +109,18 @@ def bounded_job_run(
     # A bounded job that FINISHED has committed everything: short timeouts suffice.
     out = consume_all(bootstrap, topics[1], timeout_s=60, expect=len(texts))
     dead = consume_all(bootstrap, topics[2], timeout_s=10) if len(out) < len(texts) else []
+    reasons = []
+    for record in dead[:3]:
+        with contextlib.suppress(ValueError, AttributeError):
+            letter = json.loads(record.value or b"{}")
+            reasons.append(f"{letter.get('reason')}: {str(letter.get('detail'))[:200]}")
     return BoundedRun(
-        len(texts), len(out), len(dead), seconds, [r.timestamp_ms / 1000.0 for r in out]
+        len(texts),
+        len(out),
+        len(dead),
+        seconds,
+        [r.timestamp_ms / 1000.0 for r in out],
+        reasons,
     )
 
 
@@ -355,12 +368,17 @@ def triton_unavailable_reason() -> str | None:
 
 
 @contextlib.contextmanager
-def triton_server(config: Config, threads: int = 0) -> Iterator[tuple[Config, dict[str, Any]]]:
+def triton_server(
+    config: Config, threads: int = 0, timeout_s: float = 60.0
+) -> Iterator[tuple[Config, dict[str, Any]]]:
     """A Triton server on free loopback ports for the duration of the block.
 
     Yields ``config`` pointed at it (``embedding.backend=triton``, its URL and model
-    name) and facts about the server (pid, URL, start-up seconds). The server is
-    stopped by its own pid (process group) on exit, whatever happens.
+    name, and a per-request deadline of ``timeout_s``: the default 10 s is a
+    production setting that a throughput run on a loaded 2-core machine can exceed
+    while sub-batches queue in the server) and facts about the server (pid, URL,
+    start-up seconds). The server is stopped by its own pid (process group) on
+    exit, whatever happens.
     """
     from flinkai.serve.triton_server import TritonServer, TritonServerOptions, find_free_port
 
@@ -369,26 +387,32 @@ def triton_server(config: Config, threads: int = 0) -> Iterator[tuple[Config, di
         port = find_free_port()
         if port not in ports:
             ports.append(port)
-    options = TritonServerOptions(
-        model=config.model,
-        grpc_port=ports[0],
-        http_port=ports[1],
-        metrics_port=ports[2],
-        threads=threads,
-    )
-    server = TritonServer(options)
-    server.start()
-    try:
+    with contextlib.ExitStack() as stack:
+        run_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="flinkai-bench-")))
+        options = TritonServerOptions(
+            model=config.model,
+            grpc_port=ports[0],
+            http_port=ports[1],
+            metrics_port=ports[2],
+            threads=threads,
+            run_dir=run_dir,
+        )
+        server = TritonServer(options)
+        server.start()
+        stack.callback(server.stop)
         served = config.with_overrides(
             embedding={"backend": "triton"},
-            triton={"url": server.grpc_url, "model_name": server.model_name},
+            triton={
+                "url": server.grpc_url,
+                "model_name": server.model_name,
+                "timeout_s": timeout_s,
+            },
         )
         info = {
             "pid": server.pid,
             "grpc_url": server.grpc_url,
             "start_s": server.start_times_s[-1] if server.start_times_s else None,
             "server_ort_threads": threads,
+            "client_timeout_s": timeout_s,
         }
         yield served, info
-    finally:
-        server.stop()
