@@ -123,11 +123,11 @@ def flinkai_group(metric_group: Any) -> Any:
 def gauge(group: Any, spec: MetricSpec) -> Callable[[float], None]:
     """Register a gauge on ``group``; returns a setter for its value.
 
-    Built on a counter moved by the difference to the last value: PyFlink's own
-    gauges (``group.gauge``) reach the JVM as 0 in Flink 2.2 (measured with the
-    Prometheus reporter), while counter increments do arrive. Flink's Prometheus
-    reporter exports every counter as a Prometheus gauge, so the exported series
-    reads exactly the last value set.
+    Built on a counter moved by the difference to the last value, so it travels
+    to the JVM exactly like the row counters (PyFlink's own ``group.gauge`` takes a
+    callable that must return an int and is sampled only at bundle end). Flink's
+    Prometheus reporter exports every counter as a Prometheus gauge, so the
+    exported series reads the last value set.
     """
     counter = group.counter(spec.name)
     last = [0]
