@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import threading
 import time
 from collections import Counter
 from datetime import datetime
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from flinkai.config import load_config
+from flinkai.kafka.admin import produce
 from flinkai.kafka.broker import LocalKafka
 from flinkai.models.artifacts import ModelArtifacts
 from flinkai.models.registry import ModelRegistry
@@ -79,20 +79,18 @@ def test_ten_hot_swaps_under_steady_load(
     published: list[str] = []
     try:
         job.warm_up(events, WARM)
-        producer = job.produce_paced(events[WARM:], per_second=RATE)
-        # Spread the swaps over the stream: one every ~3 s while the producer runs.
-        gap = (N - WARM) / RATE / (SWAPS + 2)
-
-        def swapper() -> None:
-            for n in range(1, SWAPS + 1):
-                time.sleep(gap)
+        # One thread produces at a steady rate and publishes a new version at the
+        # start of each of SWAPS segments, so every version has a segment of events
+        # produced after it, on any machine speed; the last segment runs on v10.
+        stream = events[WARM:]
+        segment = len(stream) // (SWAPS + 1)
+        chunk = 3
+        for start in range(0, len(stream), chunk):
+            n = start // segment
+            if start % segment < chunk and 1 <= n <= SWAPS and len(published) < n:
                 published.append(publish(registry, model_artifacts.root, n))
-
-        swaps = threading.Thread(target=swapper, daemon=True)
-        swaps.start()
-        swaps.join(timeout=180)
-        producer.join(timeout=180)
-        assert not swaps.is_alive() and not producer.is_alive()
+            produce(kafka_broker.bootstrap, job.topics[0], stream[start : start + chunk])
+            time.sleep(chunk / RATE)
         done = job.wait_for(lambda c: c >= N, timeout_s=240)
         out, dlq = job.outputs(expect=N)
     finally:
