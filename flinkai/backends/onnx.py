@@ -71,11 +71,7 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
         base = config or Config()
         self.model_config = model or base.model
         self.onnx_config = onnx or base.onnx
-        self.embedding_config = embedding or base.embedding
-        if self.embedding_config.batch_size < 1:
-            raise ConfigError(
-                f"embedding.batch_size must be >= 1, got {self.embedding_config.batch_size}"
-            )
+        self._use_embedding_config(embedding or base.embedding)
         if self.onnx_config.provider not in PROVIDERS:
             raise ConfigError(
                 f"onnx.provider {self.onnx_config.provider!r} is not one of {list(PROVIDERS)}"
@@ -87,7 +83,6 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
         self._artifacts: ModelArtifacts | None = None
         self._input_names: tuple[str, ...] = ()
         self._output_name = ""
-        self._version = "unknown"
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -171,14 +166,6 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
         return self._session is not None
 
     # -- inference ---------------------------------------------------------------------
-
-    def batch_size(self) -> int:
-        return self.embedding_config.batch_size
-
-    @property
-    def model_version(self) -> str:
-        """``<name>@<version>`` from the manifest (``-int8``/``-fp16`` appended for variants)."""
-        return self._version
 
     @property
     def providers(self) -> list[str]:

@@ -64,17 +64,12 @@ class SentenceTransformersBackend(EmbeddingBackend):
         super().__init__()
         base = config or Config()
         self.model_config = model or base.model
-        self.embedding_config = embedding or base.embedding
-        if self.embedding_config.batch_size < 1:
-            raise ConfigError(
-                f"embedding.batch_size must be >= 1, got {self.embedding_config.batch_size}"
-            )
+        self._use_embedding_config(embedding or base.embedding)
         self.dim = self.model_config.dim
         self.device = device
         self._model_dir = Path(model_dir) if model_dir is not None else None
         self._model: Any = None
         self._lock = threading.Lock()
-        self._version = "unknown"
 
     def load(self) -> None:
         """Import torch, load the model offline and run one warm-up batch."""
@@ -118,14 +113,6 @@ class SentenceTransformersBackend(EmbeddingBackend):
     def close(self) -> None:
         with self._lock:
             self._model = None
-
-    def batch_size(self) -> int:
-        return self.embedding_config.batch_size
-
-    @property
-    def model_version(self) -> str:
-        """``<name>@st-<package version>``: the torch pipeline, not an ONNX export."""
-        return self._version
 
     def infer_batch(self, batch: Sequence[str]) -> np.ndarray:
         """Embed texts; float32 ``[len(batch), dim]``, L2-normalised, in input order.

@@ -125,11 +125,7 @@ class TritonEmbeddingBackend(EmbeddingBackend):
         base = config or Config()
         self.triton_config = triton or base.triton
         self.model_config = model or base.model
-        self.embedding_config = embedding or base.embedding
-        if self.embedding_config.batch_size < 1:
-            raise ConfigError(
-                f"embedding.batch_size must be >= 1, got {self.embedding_config.batch_size}"
-            )
+        self._use_embedding_config(embedding or base.embedding)
         if self.triton_config.timeout_s <= 0:
             raise ConfigError(f"triton.timeout_s must be > 0, got {self.triton_config.timeout_s}")
         if max_in_flight < 1:
@@ -149,7 +145,6 @@ class TritonEmbeddingBackend(EmbeddingBackend):
         self._grpc: Any = None
         self._tokenizer: Any = None
         self._sub_batch = self.embedding_config.batch_size
-        self._version = "unknown"
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -235,14 +230,6 @@ class TritonEmbeddingBackend(EmbeddingBackend):
         return self._client is not None
 
     # -- inference ---------------------------------------------------------------------
-
-    def batch_size(self) -> int:
-        return self.embedding_config.batch_size
-
-    @property
-    def model_version(self) -> str:
-        """``<name>@<manifest version>``, the same string the ONNX backend reports."""
-        return self._version
 
     def infer_batch(self, batch: Sequence[str]) -> np.ndarray:
         """Embed texts on the server.
