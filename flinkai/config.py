@@ -37,6 +37,7 @@ __all__ = [
     "RegistryConfig",
     "RuntimeConfig",
     "TritonConfig",
+    "coerce_value",
     "load_config",
 ]
 
@@ -208,7 +209,12 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
-def _coerce(tp: Any, value: Any, where: str) -> Any:
+def coerce_value(tp: Any, value: Any, where: str) -> Any:
+    """``value`` (from YAML, an env var or a SQL option string) as type ``tp``.
+
+    Raises:
+        ConfigError: It does not fit; the message starts with ``where``.
+    """
     origin = get_origin(tp)
     if origin is Literal:
         allowed = get_args(tp)
@@ -226,8 +232,9 @@ def _coerce(tp: Any, value: Any, where: str) -> Any:
     if tp is bool:
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.lower() in ("true", "1", "yes")
+        low = value.strip().lower() if isinstance(value, str) else None
+        if low in ("true", "false", "1", "0", "yes", "no"):
+            return low in ("true", "1", "yes")
         raise ConfigError(f"{where}: expected true/false, got {value!r}")
     if tp in (int, float, str):
         try:
@@ -243,7 +250,7 @@ def _build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
     unknown = sorted(set(data) - names)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(names)}")
-    kwargs = {k: _coerce(hints[k], v, f"{where}.{k}") for k, v in data.items()}
+    kwargs = {k: coerce_value(hints[k], v, f"{where}.{k}") for k, v in data.items()}
     return cls(**kwargs)
 
 

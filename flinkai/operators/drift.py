@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import numpy as np
 
 from flinkai import metrics
+from flinkai.config import coerce_value
 from flinkai.drift.detector import DriftConfig, DriftEvent, JSDDriftDetector
 from flinkai.errors import ConfigError
 from flinkai.functions.adaptive_window import AdaptiveWindowConfig, AdaptiveWindowSizer
@@ -348,22 +349,6 @@ class OperatorOptions:
     window: AdaptiveWindowConfig
 
 
-def _coerce(tp: Any, value: str, where: str) -> Any:
-    if tp is bool:
-        low = value.strip().lower()
-        if low not in ("true", "false", "1", "0", "yes", "no"):
-            raise ConfigError(f"{where}: expected true/false, got {value!r}")
-        return low in ("true", "1", "yes")
-    if typing.get_origin(tp) is Literal:
-        if value not in typing.get_args(tp):
-            raise ConfigError(f"{where}: {value!r} is not one of {list(typing.get_args(tp))}")
-        return value
-    try:
-        return tp(value)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"{where}: expected {tp.__name__}, got {value!r}") from e
-
-
 def _build(cls: type[C], base: Mapping[str, Any], overrides: Mapping[str, str], where: str) -> C:
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -371,7 +356,7 @@ def _build(cls: type[C], base: Mapping[str, Any], overrides: Mapping[str, str], 
     for name, raw in overrides.items():
         if name not in names:
             raise ConfigError(f"unknown option {where}{name}; known: {sorted(names)}")
-        values[name] = _coerce(hints[name], raw, f"{where}{name}")
+        values[name] = coerce_value(hints[name], raw, f"{where}{name}")
     return cls(**values)
 
 
