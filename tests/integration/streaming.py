@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from flinkai.kafka.admin import Record, consume_all, produce
+from flinkai.kafka.admin import IsolationLevel, Record, consume_all, produce
 from flinkai.testing import EmbedJob
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,16 +105,32 @@ class StreamingJob(EmbedJob):
         return thread
 
     def outputs(
-        self, isolation: str = "read_committed", expect: int | None = None, timeout_s: float = 10.0
+        self,
+        isolation: IsolationLevel = "read_committed",
+        expect: int | None = None,
+        timeout_s: float = 10.0,
+        expect_dlq: int | None = None,
     ) -> tuple[list[Record], list[Record]]:
+        """Read the result and dead-letter topics.
+
+        A transaction's commit markers reach each partition separately, so its dead
+        letters can become visible after its results: pass ``expect_dlq`` to wait for
+        them (up to 60 s) instead of reading whatever was visible at that instant.
+        """
         out = consume_all(
             self.bootstrap,
             self.topics[1],
             timeout_s=timeout_s,
             isolation_level=isolation,
             expect=expect,
-        )  # type: ignore[arg-type]
-        dlq = consume_all(self.bootstrap, self.topics[2], timeout_s=10.0, isolation_level=isolation)  # type: ignore[arg-type]
+        )
+        dlq = consume_all(
+            self.bootstrap,
+            self.topics[2],
+            timeout_s=10.0 if expect_dlq is None else 60.0,
+            isolation_level=isolation,
+            expect=expect_dlq,
+        )
         return out, dlq
 
     def warm_up(self, events: list[bytes], n: int = 20, timeout_s: float = 240) -> None:

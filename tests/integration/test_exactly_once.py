@@ -39,7 +39,7 @@ def test_sigkill_python_worker_mid_stream(
         producer.join(timeout=120)
         assert not producer.is_alive()
         done = job.wait_for(lambda n: n >= N, timeout_s=240)
-        out, dlq = job.outputs(expect=N)
+        out, dlq = job.outputs(expect=N, expect_dlq=poison)
         uncommitted, _ = job.outputs(isolation="read_uncommitted", timeout_s=10.0)
     finally:
         job.cancel()
@@ -64,7 +64,7 @@ def test_kafka_broker_restart_mid_stream(tmp_path: Path, model_artifacts: object
             broker.start()  # same port, same data dir: a broker restart
             job.produce_paced(events[half:], per_second=40).join(timeout=120)
             done = job.wait_for(lambda n: n >= N, timeout_s=300)
-            out, dlq = job.outputs(expect=N)
+            out, dlq = job.outputs(expect=N, expect_dlq=poison)
         finally:
             job.cancel()
     assert done >= N

@@ -77,7 +77,7 @@ def test_sigkill_taskmanager_mid_stream(
         producer.join(timeout=60)
         assert not producer.is_alive()
         done = job.wait_for(lambda n: n >= N, timeout_s=150)
-        out, dlq = job.outputs(expect=N)
+        out, dlq = job.outputs(expect=N, expect_dlq=poison)
         raw_out, raw_dlq = job.outputs(isolation="read_uncommitted")
         restarts = flink_cluster.restarts(job.job_id)
         exceptions = flink_cluster.job_exceptions(job.job_id)
