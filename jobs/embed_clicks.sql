@@ -10,7 +10,6 @@
 SET 'pipeline.name' = 'flinkai-embed-clicks';
 
 CREATE TEMPORARY FUNCTION parse_click AS 'events.parse_click' LANGUAGE PYTHON;
-CREATE TEMPORARY FUNCTION to_base64_bytes AS 'events.to_base64_bytes' LANGUAGE PYTHON;
 -- EMBED_FUNCTION lets benchmarks swap in another implementation with the same signature.
 CREATE TEMPORARY FUNCTION text_to_vector AS '${EMBED_FUNCTION:-vectorizer.text_to_vector}' LANGUAGE PYTHON;
 
@@ -94,7 +93,9 @@ SELECT
   e.model_version,
   IF(ok, CAST(NULL AS STRING), COALESCE(c.error_reason, SPLIT_INDEX(e.error, ':', 0))),
   IF(ok, CAST(NULL AS STRING), COALESCE(c.error_detail, e.error)),
-  IF(ok, CAST(NULL AS STRING), to_base64_bytes(payload)),
+  -- invalid events: parse_click kept the raw bytes; valid ones (the model failed) are
+  -- UTF-8, so the cast back to bytes is exact
+  IF(ok, CAST(NULL AS STRING), COALESCE(c.payload_base64, TO_BASE64(CAST(payload AS STRING)))),
   IF(ok, CAST(NULL AS STRING), source_topic),
   IF(ok, CAST(NULL AS INT), source_partition),
   IF(ok, CAST(NULL AS BIGINT), source_offset),

@@ -13,7 +13,6 @@
 SET 'pipeline.name' = 'flinkai-score-events';
 
 CREATE TEMPORARY FUNCTION parse_feature_event AS 'feature_events.parse_feature_event' LANGUAGE PYTHON;
-CREATE TEMPORARY FUNCTION to_base64_bytes AS 'events.to_base64_bytes' LANGUAGE PYTHON;
 CREATE TEMPORARY FUNCTION predict AS 'scoring.predict' LANGUAGE PYTHON;
 
 -- Raw bytes, so a malformed record reaches parse_feature_event and is dead-lettered.
@@ -85,7 +84,9 @@ SELECT
   s.model_version,
   IF(ok, CAST(NULL AS STRING), COALESCE(f.error_reason, SPLIT_INDEX(s.error, ':', 0))),
   IF(ok, CAST(NULL AS STRING), COALESCE(f.error_detail, s.error)),
-  IF(ok, CAST(NULL AS STRING), to_base64_bytes(payload)),
+  -- invalid events: parse_feature_event kept the raw bytes; valid ones (the model failed) are
+  -- UTF-8, so the cast back to bytes is exact
+  IF(ok, CAST(NULL AS STRING), COALESCE(f.payload_base64, TO_BASE64(CAST(payload AS STRING)))),
   IF(ok, CAST(NULL AS STRING), source_topic),
   IF(ok, CAST(NULL AS INT), source_partition),
   IF(ok, CAST(NULL AS BIGINT), source_offset),

@@ -2,15 +2,16 @@
 
 CREATE TEMPORARY FUNCTION parse_feature_event AS 'feature_events.parse_feature_event' LANGUAGE PYTHON;
 
-Returns ROW<id STRING, features ARRAY<FLOAT>, error_reason STRING, error_detail STRING>:
-the event, or NULLs and the reason for the dead-letter topic.
+Returns ROW<id STRING, features ARRAY<FLOAT>, error_reason STRING, error_detail STRING,
+payload_base64 STRING>: the event, or NULLs, the reason for the dead-letter topic and
+the exact payload in base64.
 """
 
 import pandas as pd
 from pyflink.table import DataTypes
 from pyflink.table.udf import udf
 
-from flinkai.functions.events import Invalid
+from flinkai.functions.events import Invalid, payload_base64
 from flinkai.functions.feature_events import FeatureEvent
 from flinkai.functions.feature_events import parse_feature_event as _parse
 
@@ -22,6 +23,8 @@ FEATURE_EVENT_ROW = DataTypes.ROW(
         DataTypes.FIELD("features", DataTypes.ARRAY(DataTypes.FLOAT())),
         DataTypes.FIELD("error_reason", DataTypes.STRING()),
         DataTypes.FIELD("error_detail", DataTypes.STRING()),
+        # invalid events only; see CLICK_ROW in events.py
+        DataTypes.FIELD("payload_base64", DataTypes.STRING()),
     ]
 )
 
@@ -29,9 +32,9 @@ FEATURE_EVENT_ROW = DataTypes.ROW(
 def _row(payload: bytes | None) -> tuple[object, ...]:
     result = _parse(payload)
     if isinstance(result, FeatureEvent):
-        return (result.id, result.features, None, None)
+        return (result.id, result.features, None, None, None)
     assert isinstance(result, Invalid)
-    return (None, None, result.reason.value, result.detail)
+    return (None, None, result.reason.value, result.detail, payload_base64(payload))
 
 
 @udf(result_type=FEATURE_EVENT_ROW, func_type="pandas")

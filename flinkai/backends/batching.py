@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SubBatch", "load_tokenizer", "pad_encodings", "plan_sub_batches"]
+__all__ = ["SubBatch", "cut_points", "load_tokenizer", "pad_encodings", "plan_sub_batches"]
 
 
 @dataclass(frozen=True)
@@ -51,14 +51,54 @@ def pad_encodings(encodings: Sequence[Any], lengths: np.ndarray) -> dict[str, np
     return {"input_ids": ids, "attention_mask": mask.astype(np.int64), "token_type_ids": type_ids}
 
 
+def cut_points(lengths: np.ndarray, batch_size: int, max_padding: float | None) -> list[int]:
+    """Where to cut ``lengths`` (already in feed order) into sub-batches; ends, exclusive.
+
+    A sub-batch ends at ``batch_size`` rows or, with ``max_padding``, before the row
+    that would make its padded size exceed ``(1 + max_padding)`` x its real tokens.
+    Sorted input makes that a cut between length groups: 30 random AG News texts in
+    one batch of 32 carry 2.0x their tokens, cut at 0.2 they carry 1.15x in ~3.5 runs,
+    and on CPU a run of 8 texts costs little more per text than a run of 32.
+    """
+    ends: list[int] = []
+    start, width, real = 0, 0, 0
+    for i, length in enumerate(lengths.tolist()):
+        rows = i - start
+        new_width = max(width, length)
+        full = rows >= batch_size
+        wasteful = (
+            max_padding is not None
+            and rows > 0
+            and (rows + 1) * new_width > (1.0 + max_padding) * (real + length)
+        )
+        if full or wasteful:
+            ends.append(i)
+            start, new_width, real = i, length, 0
+        width = new_width
+        real += length
+    if len(lengths):
+        ends.append(len(lengths))
+    return ends
+
+
 def plan_sub_batches(
-    tokenizer: Any, texts: Sequence[str], batch_size: int, sort_by_length: bool = True
+    tokenizer: Any,
+    texts: Sequence[str],
+    batch_size: int,
+    sort_by_length: bool = True,
+    max_padding: float | None = None,
 ) -> Iterator[SubBatch]:
-    """Tokenise ``texts`` once and yield padded sub-batches of at most ``batch_size``."""
+    """Tokenise ``texts`` once and yield padded sub-batches of at most ``batch_size``.
+
+    ``max_padding`` (with ``sort_by_length``) also cuts a sub-batch early when padding
+    would exceed that fraction of its real tokens; see :func:`cut_points`.
+    """
     encodings = tokenizer.encode_batch(list(texts))
     n = len(encodings)
     lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=n)
     order = np.argsort(lengths, kind="stable") if sort_by_length else np.arange(n)
-    for start in range(0, n, batch_size):
-        idx = order[start : start + batch_size]
+    start = 0
+    for end in cut_points(lengths[order], batch_size, max_padding if sort_by_length else None):
+        idx = order[start:end]
         yield SubBatch(idx, pad_encodings([encodings[i] for i in idx], lengths[idx]))
+        start = end

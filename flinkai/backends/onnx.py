@@ -207,8 +207,9 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
         if session is None:
             raise BackendError(f"{type(self).__name__} was closed")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
+        cfg = self.embedding_config
         for sub in plan_sub_batches(
-            tokenizer, texts, self.embedding_config.batch_size, self.embedding_config.sort_by_length
+            tokenizer, texts, cfg.batch_size, cfg.sort_by_length, cfg.max_padding
         ):
             idx = sub.index
             feed = {name: sub.feed[name] for name in self._input_names}
@@ -242,6 +243,9 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
         opts.intra_op_num_threads = self.onnx_config.intra_op_threads
         opts.inter_op_num_threads = self.onnx_config.inter_op_threads
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        spin = "1" if self.onnx_config.allow_spinning else "0"
+        opts.add_session_config_entry("session.intra_op.allow_spinning", spin)
+        opts.add_session_config_entry("session.inter_op.allow_spinning", spin)
         return opts
 
     @staticmethod

@@ -264,7 +264,11 @@ class TritonEmbeddingBackend(EmbeddingBackend):
             raise BackendError(f"{type(self).__name__} was closed")
         subs = list(
             plan_sub_batches(
-                tokenizer, texts, self._sub_batch, self.embedding_config.sort_by_length
+                tokenizer,
+                texts,
+                self._sub_batch,
+                self.embedding_config.sort_by_length,
+                self.embedding_config.max_padding,
             )
         )
         parts = [sub.index for sub in subs]

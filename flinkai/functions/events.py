@@ -7,13 +7,22 @@ failing the job inside a format deserialiser.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
-__all__ = ["ClickEvent", "Invalid", "Reason", "decode_object", "parse_click", "parse_clicks"]
+__all__ = [
+    "ClickEvent",
+    "Invalid",
+    "Reason",
+    "decode_object",
+    "parse_click",
+    "parse_clicks",
+    "payload_base64",
+]
 
 
 class Reason(StrEnum):
@@ -69,6 +78,11 @@ def _event_time(value: object) -> str | None:
     else:
         return None
     return dt.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def payload_base64(payload: bytes | None) -> str | None:
+    """Raw bytes as base64: a dead letter keeps the exact payload, even invalid UTF-8."""
+    return None if payload is None else base64.b64encode(payload).decode("ascii")
 
 
 def decode_object(payload: bytes | None) -> dict[str, object] | Invalid:

@@ -20,6 +20,15 @@ def test_env_overrides_are_typed() -> None:
     assert config.embedding.sort_by_length is False
 
 
+def test_optional_values_take_null_from_yaml_and_env(tmp_path: Path) -> None:
+    assert load_config(env={}).embedding.max_padding == 0.2
+    assert load_config(env={"FLINKAI_EMBEDDING_MAX_PADDING": "0.5"}).embedding.max_padding == 0.5
+    assert load_config(env={"FLINKAI_EMBEDDING_MAX_PADDING": "null"}).embedding.max_padding is None
+    path = tmp_path / "c.yaml"
+    path.write_text("embedding: {max_padding: null}")
+    assert load_config(path, env={}).embedding.max_padding is None
+
+
 def test_config_is_frozen_and_round_trips_through_json() -> None:
     config = load_config(env={})
     assert Config.from_json(config.to_json()) == config
@@ -35,6 +44,9 @@ def test_config_is_frozen_and_round_trips_through_json() -> None:
         ("kafka: {bootstrap_servrs: x}", "unknown key"),
         ("onnx: {provider: gpu}", "not one of"),
         ("embedding: {batch_size: many}", "expected int"),
+        ("embedding: {batch_size: 0}", "batch_size must be >= 1"),
+        ("embedding: {max_padding: -0.5}", "max_padding must be >= 0"),
+        ("embedding: {max_padding: lots}", "expected float"),
         ("- a list", "top level must be a mapping"),
         ("kafka: [1", "invalid YAML"),
     ],
