@@ -117,9 +117,7 @@ class EmbeddingConfig:
         if self.batch_size < 1:
             raise ConfigError(f"embedding.batch_size must be >= 1, got {self.batch_size}")
         if self.max_padding is not None and self.max_padding < 0:
-            raise ConfigError(
-                f"embedding.max_padding must be >= 0 or null, got {self.max_padding}"
-            )
+            raise ConfigError(f"embedding.max_padding must be >= 0 or null, got {self.max_padding}")
 
 
 @dataclass(frozen=True)
