@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -760,11 +761,17 @@ def _bench(args: argparse.Namespace) -> int:
         )
     latency_rows: list[VariantResult] = []
     if "latency" in variants:
-        rate = half_rate(job.texts_per_s if job else None, args.latency_fraction)
-        pct = f"{args.latency_fraction:.0%}"
-        max_rate_from = job.name if job else None
-        if args.latency_rate:  # a fixed rate, e.g. for a quick check without the job row
-            rate, pct, max_rate_from = args.latency_rate, f"{args.latency_rate:g}/s", None
+        # (rate, label, where the rate came from): a fraction of the job row's rate, or
+        # fixed rates, e.g. a latency-vs-rate curve without the job row
+        paces: list[tuple[float | None, str, str | None]] = [
+            (
+                half_rate(job.texts_per_s if job else None, args.latency_fraction),
+                f"{args.latency_fraction:.0%} of max rate",
+                job.name if job else None,
+            )
+        ]
+        if args.latency_rate:
+            paces = [(r, f"{r:g}/s", None) for r in args.latency_rate]
         lat_overrides = {
             **overrides,
             "runtime": {
@@ -773,13 +780,16 @@ def _bench(args: argparse.Namespace) -> int:
                 "flink_conf": dict(kv.split("=", 1) for kv in args.latency_flink_conf),
             },
         }
-        for guarantee, label in (
-            ("at-least-once", "at-least-once, read_uncommitted"),
-            ("exactly-once", "exactly-once, read_committed"),
+        for (rate, pct, max_rate_from), (guarantee, label) in itertools.product(
+            paces,
+            (
+                ("at-least-once", "at-least-once, read_uncommitted"),
+                ("exactly-once", "exactly-once, read_committed"),
+            ),
         ):
             if guarantee not in args.latency_guarantees:
                 continue
-            name = f"job latency at {pct}{'' if args.latency_rate else ' of max rate'}, {label}"
+            name = f"job latency at {pct}, {label}"
             if rate is None:
                 latency_rows.append(step.na(name, "no job throughput measured in this run"))
                 continue
@@ -963,8 +973,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--latency-rate",
         type=float,
+        nargs="+",
         default=None,
-        help="pace the latency runs at this many events/s instead of a fraction of the job's",
+        help="pace the latency runs at these events/s (one run each) instead of a fraction "
+        "of the job's",
     )
     p.add_argument("--latency-duration-s", type=float, default=40.0, help="paced seconds per run")
     p.add_argument(
