@@ -106,9 +106,9 @@ class EmbeddingConfig:
     #: Texts per model call; sub-batches are formed after sorting by token length.
     batch_size: int = 32
     sort_by_length: bool = True
-    #: With sorting, a sub-batch is also cut early when its padding would exceed this
-    #: fraction of its real tokens (null: cut by batch_size only). Matters for small
-    #: Arrow batches, i.e. short bundles under a paced stream.
+    #: With sorting, the ONNX backend also cuts a sub-batch early when its padding would
+    #: exceed this fraction of its real tokens (null: cut by batch_size only). Matters
+    #: for small Arrow batches, i.e. short bundles under a paced stream.
     max_padding: float | None = 0.2
     #: Texts longer than this (UTF-8 bytes) go to the dead-letter topic, never truncated silently.
     max_text_bytes: int = 16384

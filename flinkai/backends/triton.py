@@ -262,13 +262,11 @@ class TritonEmbeddingBackend(EmbeddingBackend):
         tokenizer = self._tokenizer
         if tokenizer is None:
             raise BackendError(f"{type(self).__name__} was closed")
+        # No padding cut (embedding.max_padding) here: each cut is one more RPC and one
+        # more outcome for the circuit breaker, and a GPU server pays little for padding.
         subs = list(
             plan_sub_batches(
-                tokenizer,
-                texts,
-                self._sub_batch,
-                self.embedding_config.sort_by_length,
-                self.embedding_config.max_padding,
+                tokenizer, texts, self._sub_batch, self.embedding_config.sort_by_length
             )
         )
         parts = [sub.index for sub in subs]
