@@ -28,7 +28,9 @@ class _NaiveEmbed(ScalarFunction):
         self._backend = SentenceTransformersBackend(config_from_function_context(function_context))
         self._backend.load()
 
-    def eval(self, text: str | None) -> Row:
+    def eval(self, text: str | Row | None, field: str | None = None) -> Row:
+        if isinstance(text, Row):  # text_to_vector(row, field), as the embed job calls it
+            text = text.as_dict().get(field or "")
         if not text:
             return Row(None, self._backend.model_version, "empty_text: blank")
         vector = self._backend.infer_batch([text])[0]
