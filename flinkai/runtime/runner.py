@@ -152,6 +152,7 @@ def _probe(address: str, timeout_s: float = 3.0) -> bool:
 
 def _preflight(script: Script, options: RunOptions) -> list[Path]:
     """Checks that turn late, cryptic job failures into early, precise errors."""
+    _check_udf_dir_names(script, options.udf_dirs)
     jars: list[Path] = []
     for stmt in script.statements:
         if _KAFKA_CONNECTOR_RE.search(stmt.text) and not jars:
@@ -172,6 +173,19 @@ def _preflight(script: Script, options: RunOptions) -> list[Path]:
         if stmt.kind is Kind.OPERATOR:
             _operator_factory(script, stmt, options.udf_dirs)
     return jars
+
+
+def _check_udf_dir_names(script: Script, dirs: tuple[Path, ...]) -> None:
+    # Flink ships each python.files folder as <basename>.zip in one cache directory; two
+    # folders with one name fail the submit with FileAlreadyExistsException.
+    seen: dict[str, Path] = {}
+    for d in dirs:
+        other = seen.setdefault(d.resolve().name, d)
+        if other is not d and other.resolve() != d.resolve():
+            raise ScriptError(
+                f"{script.path}: UDF folders {other} and {d} have the same name "
+                f"{d.resolve().name!r}; Flink ships each folder under its name, so rename one"
+            )
 
 
 def _operator_factory(
@@ -274,6 +288,11 @@ def run_script(
     options = options or RunOptions()
     path = Path(path)
     udf_dirs = options.udf_dirs or default_udf_dirs(path)
+    # one entry per folder: Flink ships each under its name, and a repeat fails the submit
+    firsts: dict[Path, Path] = {}
+    for d in udf_dirs:
+        firsts.setdefault(d.resolve(), d)
+    udf_dirs = tuple(firsts.values())
     options = RunOptions(**{**options.__dict__, "udf_dirs": udf_dirs})
     script = load_script(path, config, options.variables)
     if not script.statements:

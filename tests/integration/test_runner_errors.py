@@ -100,3 +100,17 @@ def test_unresolved_placeholder(tmp_path: Path) -> None:
         "CREATE TEMPORARY TABLE x (a INT) WITH ('topic' = '${NOT_SET_ANYWHERE}');",
         "${NOT_SET_ANYWHERE} (line 1)",
     )
+
+
+def test_udf_folders_with_one_name_fail_before_flink_starts(tmp_path: Path) -> None:
+    # Flink would fail the submit with FileAlreadyExistsException on <name>.zip.
+    other = tmp_path / "more" / "udfs"
+    other.mkdir(parents=True)
+    script = tmp_path / "job.sql"
+    script.write_text(DATAGEN + SINK + "INSERT INTO o SELECT x FROM t;\n")
+    dirs = (REPO / "udfs", other)
+    with pytest.raises(ScriptError, match="have the same name 'udfs'") as err:
+        run_script(script, load_config(env={}), RunOptions(udf_dirs=dirs, timeout_s=120))
+    assert str(other) in str(err.value)
+    # the same folder twice is harmless
+    run_script(script, load_config(env={}), RunOptions(udf_dirs=(REPO / "udfs", REPO / "udfs")))
