@@ -15,7 +15,6 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from flinkai.config import EmbeddingConfig
-from flinkai.errors import ConfigError
 
 __all__ = ["ColdStart", "EmbeddingBackend", "InferenceBackend"]
 
@@ -78,16 +77,11 @@ class EmbeddingBackend(InferenceBackend[str]):
     """Text in, one float32 vector of :attr:`dim` per text out (L2-normalised)."""
 
     dim: int = 0
-    #: Sub-batch size and length sorting; set through :meth:`_use_embedding_config`.
+    #: Sub-batch size and length sorting; each backend sets it in ``__init__``
+    #: (``EmbeddingConfig`` rejects a bad batch size itself).
     embedding_config: EmbeddingConfig = EmbeddingConfig()
     #: ``<name>@<version>`` of the loaded model; backends set it in :meth:`load`.
     _version: str = "unknown"
-
-    def _use_embedding_config(self, config: EmbeddingConfig) -> None:
-        """Validate and keep the ``embedding`` section (every backend batches by it)."""
-        if config.batch_size < 1:
-            raise ConfigError(f"embedding.batch_size must be >= 1, got {config.batch_size}")
-        self.embedding_config = config
 
     def batch_size(self) -> int:
         return self.embedding_config.batch_size

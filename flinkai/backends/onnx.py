@@ -71,7 +71,7 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
         base = config or Config()
         self.model_config = model or base.model
         self.onnx_config = onnx or base.onnx
-        self._use_embedding_config(embedding or base.embedding)
+        self.embedding_config = embedding or base.embedding
         if self.onnx_config.provider not in PROVIDERS:
             raise ConfigError(
                 f"onnx.provider {self.onnx_config.provider!r} is not one of {list(PROVIDERS)}"

@@ -64,7 +64,7 @@ class SentenceTransformersBackend(EmbeddingBackend):
         super().__init__()
         base = config or Config()
         self.model_config = model or base.model
-        self._use_embedding_config(embedding or base.embedding)
+        self.embedding_config = embedding or base.embedding
         self.dim = self.model_config.dim
         self.device = device
         self._model_dir = Path(model_dir) if model_dir is not None else None

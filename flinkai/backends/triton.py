@@ -125,7 +125,7 @@ class TritonEmbeddingBackend(EmbeddingBackend):
         base = config or Config()
         self.triton_config = triton or base.triton
         self.model_config = model or base.model
-        self._use_embedding_config(embedding or base.embedding)
+        self.embedding_config = embedding or base.embedding
         if self.triton_config.timeout_s <= 0:
             raise ConfigError(f"triton.timeout_s must be > 0, got {self.triton_config.timeout_s}")
         if max_in_flight < 1:
