@@ -177,14 +177,16 @@ def _preflight(script: Script, options: RunOptions) -> list[Path]:
 
 def _check_udf_dir_names(script: Script, dirs: tuple[Path, ...]) -> None:
     # Flink ships each python.files folder as <basename>.zip in one cache directory; two
-    # folders with one name fail the submit with FileAlreadyExistsException.
+    # folders with one name fail the submit with FileAlreadyExistsException. (run_script
+    # has already dropped repeats of one folder.)
     seen: dict[str, Path] = {}
     for d in dirs:
-        other = seen.setdefault(d.resolve().name, d)
-        if other is not d and other.resolve() != d.resolve():
+        name = d.resolve().name
+        other = seen.setdefault(name, d)
+        if other is not d:
             raise ScriptError(
                 f"{script.path}: UDF folders {other} and {d} have the same name "
-                f"{d.resolve().name!r}; Flink ships each folder under its name, so rename one"
+                f"{name!r}; Flink ships each folder under its name, so rename one"
             )
 
 
