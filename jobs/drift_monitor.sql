@@ -108,8 +108,11 @@ SELECT payload, `topic` AS source_topic, `partition` AS source_partition,
 FROM text_raw;
 
 -- p.text is NULL for invalid events; text_to_vector skips NULLs without the model.
+-- The row and the field name, rather than p.text, let Flink run both functions in
+-- one Python operator (see embed_clicks.sql).
 CREATE TEMPORARY VIEW vectorized AS
-SELECT payload, source_topic, source_partition, source_offset, p, text_to_vector(p.text) AS e
+SELECT payload, source_topic, source_partition, source_offset, p,
+       text_to_vector(p, 'text') AS e
 FROM parsed;
 
 -- Three consumers read the embedded events (drift, windows, dead letters); without

@@ -2,8 +2,10 @@
 
     CREATE TEMPORARY FUNCTION predict AS 'scoring.predict' LANGUAGE PYTHON;
     SELECT predict(features).score, predict(features).model_version, predict(features).error ...
+    SELECT predict(parse_feature_event(payload), 'features') ...
 
-Takes ``features ARRAY<FLOAT>`` and returns ROW<score ARRAY<FLOAT>, model_version STRING,
+Takes ``features ARRAY<FLOAT>``, or a ROW and the name of such a field (then Flink runs
+the function that made the row and the model in one Python operator), and returns ROW<score ARRAY<FLOAT>, model_version STRING,
 error STRING>. The model named by the ``predict`` config section is loaded once per
 worker process in ``open()`` and shared by every instance there. Invalid rows (null,
 wrong length, NaN) come back with ``error`` set and no score; they are never dropped.
@@ -19,6 +21,7 @@ from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 from flinkai import metrics
 from flinkai.errors import ConfigError
 from flinkai.functions.predict import PredictConfig, PredictFunction
+from flinkai.functions.rows import row_field
 from flinkai.runtime.environment import config_from_function_context
 
 __all__ = ["predict"]
@@ -47,7 +50,11 @@ class _Predict(ScalarFunction):
         self._rows = group.counter(metrics.SCORED_ROWS.name)
         self._failed = group.counter(metrics.SCORING_FAILED_ROWS.name)
 
-    def eval(self, features: pd.Series) -> pd.DataFrame:
+    def eval(
+        self, features: pd.Series | pd.DataFrame, field: str | pd.Series | None = None
+    ) -> pd.DataFrame:
+        if isinstance(features, pd.DataFrame):  # a ROW argument: score the named field
+            features = row_field(features, field, "predict")
         # Arrow hands ARRAY<FLOAT> over as numpy arrays (None for a null array).
         rows = [None if v is None else np.asarray(v) for v in features]
         result = self._fn(rows)

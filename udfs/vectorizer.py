@@ -22,6 +22,7 @@ from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
 from flinkai import metrics
 from flinkai.functions.embedding import EmbeddingFunction
+from flinkai.functions.rows import row_field
 from flinkai.runtime.environment import config_from_function_context
 
 __all__ = ["text_to_vector"]
@@ -48,7 +49,7 @@ class _TextToVector(ScalarFunction):
         self, texts: pd.Series | pd.DataFrame, field: str | pd.Series | None = None
     ) -> pd.DataFrame:
         if isinstance(texts, pd.DataFrame):  # a ROW argument: embed the named field
-            texts = _field(texts, field)
+            texts = row_field(texts, field, "text_to_vector")
         started = time.perf_counter()
         result = self._fn(list(texts))
         elapsed_ms = (time.perf_counter() - started) * 1000
@@ -67,18 +68,6 @@ class _TextToVector(ScalarFunction):
 
     def close(self) -> None:
         self._fn.close()
-
-
-def _field(rows: pd.DataFrame, field: str | pd.Series | None) -> pd.Series:
-    # A SQL literal arrives as a plain value; keep a column form working as well.
-    name = field.iloc[0] if isinstance(field, pd.Series) and not field.empty else field
-    if name not in rows.columns:
-        # A mistake in the SQL text, the same for every row: say which names exist.
-        raise ValueError(
-            f"text_to_vector(row, field): field {name!r} is not in the row; "
-            f"its fields are {list(rows.columns)}"
-        )
-    return rows[name]
 
 
 text_to_vector = udf(_TextToVector(), result_type=EMBEDDING_ROW, func_type="pandas")

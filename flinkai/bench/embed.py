@@ -514,10 +514,12 @@ def _latency(texts: list[str], args: dict[str, Any]) -> VariantResult:
             _udf_dirs(args),
             rate=rate,
             duration_s=float(args["duration_s"]),
+            warmup_paced_s=float(args.get("warmup_s", 0.0)),
             isolation=isolation,
         )
     settings = {
         "input_rate": rate,
+        "paced_warmup_s": float(args.get("warmup_s", 0.0)),
         "max_rate_from": args.get("max_rate_from"),
         "delivery_guarantee": guarantee,
         "consumer_isolation": isolation,
@@ -526,6 +528,7 @@ def _latency(texts: list[str], args: dict[str, Any]) -> VariantResult:
         "arrow_batch_size": config.runtime.arrow_batch_size,
         "embedding_batch_size": config.embedding.batch_size,
         "onnx_intra_op_threads": config.onnx.intra_op_threads,
+        "onnx_allow_spinning": config.onnx.allow_spinning,
         "checkpoint_interval_ms": config.runtime.checkpoint_interval_ms,
         "flink_conf": dict(config.runtime.flink_conf),
     }
@@ -534,6 +537,11 @@ def _latency(texts: list[str], args: dict[str, Any]) -> VariantResult:
         f"paced {run.achieved_rate:.1f}/s for {run.sent} events ({isolation}); "
         f"max {run.max_ms or 0:.0f} ms; sink-timestamp p50/p99 "
         f"{run.ts_p50_ms or 0:.0f}/{run.ts_p99_ms or 0:.0f} ms"
+        + (
+            f"; after {run.warmup_paced} paced warm-up events (p99 {run.warmup_p99_ms:.0f} ms)"
+            if run.warmup_paced and run.warmup_p99_ms is not None
+            else ""
+        )
         + (f"; {missing} results missing" if missing else "")
     )
     return VariantResult(
@@ -803,6 +811,7 @@ def _bench(args: argparse.Namespace) -> int:
                     rate=rate,
                     max_rate_from=max_rate_from,
                     duration_s=args.latency_duration_s,
+                    warmup_s=args.latency_warmup_s,
                 )
             )
     if "naive" in variants:
@@ -978,7 +987,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="pace the latency runs at these events/s (one run each) instead of a fraction "
         "of the job's",
     )
-    p.add_argument("--latency-duration-s", type=float, default=40.0, help="paced seconds per run")
+    p.add_argument(
+        "--latency-duration-s", type=float, default=40.0, help="measured paced seconds per run"
+    )
+    p.add_argument(
+        "--latency-warmup-s",
+        type=float,
+        default=10.0,
+        help="paced seconds before the measured ones, at the same rate (their p99 is "
+        "reported apart)",
+    )
     p.add_argument(
         "--latency-bundle-time-ms",
         type=int,

@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flinkai.bench.embed_stats import event_latencies_ms, pacing_schedule, percentiles
+from flinkai.bench.embed_stats import (
+    event_latencies_ms,
+    latency_windows,
+    pacing_schedule,
+    percentiles,
+)
 from flinkai.config import Config
 
 __all__ = [
@@ -142,6 +147,10 @@ class LatencyRun:
             timestamp (when the sink wrote it), not to its arrival at the consumer.
         warmup_s: From submitting the job to the first warm-up result.
         isolation: The consumer's isolation level.
+        windows: p50/p99/max per 5 s of send time (growth or periodic stalls).
+        paced_from_s / paced_to_s: Wall-clock times of the first and last measured send.
+        warmup_paced: Events of the paced warm-up (same rate, before the measured ones).
+        warmup_p99_ms: Their p99 latency: what a freshly started job shows (JIT, caches).
     """
 
     rate: float
@@ -155,6 +164,11 @@ class LatencyRun:
     ts_p99_ms: float | None
     warmup_s: float
     isolation: str
+    windows: list[dict[str, float]] = field(default_factory=list)
+    paced_from_s: float = 0.0
+    paced_to_s: float = 0.0
+    warmup_paced: int = 0
+    warmup_p99_ms: float | None = None
 
 
 class _ResultWatcher:
@@ -254,13 +268,17 @@ def latency_job_run(
     rate: float,
     duration_s: float,
     isolation: str,
+    warmup_paced_s: float = 0.0,
     warmup_events: int = 16,
     warmup_timeout_s: float = 300.0,
 ) -> LatencyRun:
     """Run the job unbounded, feed it ``rate`` events/s for ``duration_s``, time each result.
 
     The job first gets ``warmup_events`` events and must answer them all (it is then
-    started and its model loaded); only the paced events after that are measured.
+    started and its model loaded). Then the paced input starts: its first
+    ``warmup_paced_s`` seconds are a warm-up at the same rate (the JVM compiles the
+    hot path, queues settle; reported apart as ``warmup_p99_ms``), and only the
+    ``duration_s`` seconds after it are measured.
     Each input record carries its send time as its Kafka timestamp; a result's
     latency is its arrival at a consumer (``isolation``) minus that time, both read
     from this process's clock. The job is cancelled at the end.
@@ -273,6 +291,7 @@ def latency_job_run(
     topics = _topics("l")
     create_topics(bootstrap, list(topics))
     count = max(1, int(rate * duration_s))
+    warm = max(0, int(rate * warmup_paced_s))
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, acks=1)
     result = None
     try:
@@ -297,19 +316,20 @@ def latency_job_run(
             )
             warmup_s = time.monotonic() - submitted
             produced: dict[str, float] = {}
+            produced_warm: dict[str, float] = {}
             t0 = time.time() + 0.2
-            for i, at in enumerate(pacing_schedule(count, rate, t0)):
+            for i, at in enumerate(pacing_schedule(warm + count, rate, t0)):
                 delay = at - time.time()
                 if delay > 0:
                     time.sleep(delay)
                 now = time.time()
-                key = f"l-{i}"
+                key = f"p-{i}" if i < warm else f"l-{i}"
                 producer.send(
                     topics[0],
                     _event(key, texts[i % len(texts)], i),
                     timestamp_ms=int(now * 1000),
                 )
-                produced[key] = now
+                (produced_warm if i < warm else produced)[key] = now
             producer.flush()
             sends = list(produced.values())
             achieved = (len(sends) - 1) / (sends[-1] - sends[0]) if len(sends) > 1 else 0.0
@@ -326,6 +346,7 @@ def latency_job_run(
             except Exception as e:  # Py4J error: a job that already ended cannot be cancelled
                 log.warning("cancelling the latency job: %s", type(e).__name__)
     latencies, _missing = event_latencies_ms(produced, arrived)
+    warm_latencies, _ = event_latencies_ms(produced_warm, arrived)
     ts_latencies, _ = event_latencies_ms(produced, written)
     p50, p99 = percentiles(latencies)
     ts50, ts99 = percentiles(ts_latencies)
@@ -341,6 +362,11 @@ def latency_job_run(
         ts_p99_ms=ts99,
         warmup_s=warmup_s,
         isolation=isolation,
+        windows=latency_windows(produced, arrived),
+        paced_from_s=min(produced.values(), default=0.0),
+        paced_to_s=max(produced.values(), default=0.0),
+        warmup_paced=len(produced_warm),
+        warmup_p99_ms=percentiles(warm_latencies)[1],
     )
 
 

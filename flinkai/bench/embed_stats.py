@@ -15,6 +15,7 @@ __all__ = [
     "cpu_between",
     "event_latencies_ms",
     "half_rate",
+    "latency_windows",
     "pacing_schedule",
     "percentiles",
     "span_rate",
@@ -125,6 +126,46 @@ def event_latencies_ms(
         (arrived_s[key] - sent) * 1000.0 for key, sent in produced_s.items() if key in arrived_s
     ]
     return latencies, len(produced_s) - len(latencies)
+
+
+def latency_windows(
+    produced_s: Mapping[str, float], arrived_s: Mapping[str, float], window_s: float = 5.0
+) -> list[dict[str, float]]:
+    """Latency over the run: p50/p99/max per ``window_s`` of send time.
+
+    A queue that grows shows as rising windows; a periodic stall (a checkpoint, a
+    GC pause) as single bad windows among good ones. Events without a result are
+    counted per window as ``missing``.
+    """
+    if window_s <= 0:
+        raise ValueError(f"window_s must be > 0, got {window_s}")
+    if not produced_s:
+        return []
+    start = min(produced_s.values())
+    buckets: dict[int, list[float]] = {}
+    missing: dict[int, int] = {}
+    for key, sent in produced_s.items():
+        index = int((sent - start) // window_s)
+        buckets.setdefault(index, [])
+        if key in arrived_s:
+            buckets[index].append((arrived_s[key] - sent) * 1000.0)
+        else:
+            missing[index] = missing.get(index, 0) + 1
+    windows = []
+    for index in sorted(buckets):
+        values = buckets[index]
+        p50, p99 = percentiles(values)
+        windows.append(
+            {
+                "start_s": index * window_s,
+                "events": float(len(values)),
+                "missing": float(missing.get(index, 0)),
+                "p50_ms": p50 if p50 is not None else float("nan"),
+                "p99_ms": p99 if p99 is not None else float("nan"),
+                "max_ms": max(values) if values else float("nan"),
+            }
+        )
+    return windows
 
 
 def cpu_between(series: Sequence[tuple[float, float]], t0: float, t1: float) -> float | None:

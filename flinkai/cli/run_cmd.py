@@ -8,6 +8,7 @@ from pathlib import Path
 from flinkai.config import load_config
 from flinkai.errors import ConfigError
 from flinkai.runtime.environment import Target
+from flinkai.runtime.plan import python_operators
 from flinkai.runtime.runner import RunOptions, run_script
 
 __all__ = ["parse_vars", "register"]
@@ -32,6 +33,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="folder with UDF modules (default: udfs/ beside jobs/)",
     )
     p.add_argument("--detach", action="store_true", help="submit and return without waiting")
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="print Flink's plan and the Python operators it runs; submit nothing",
+    )
     p.add_argument("--timeout-s", type=float, default=0.0, help="cancel the job after this long")
     p.set_defaults(handler=_run)
 
@@ -54,7 +60,16 @@ def _run(args: argparse.Namespace) -> int:
         udf_dirs=tuple(args.udfs),
         wait=not args.detach,
         timeout_s=args.timeout_s,
+        explain=args.explain,
     )
+    if args.explain:
+        result = run_script(args.script, config, options)
+        print(result.plan or "(no INSERT or SELECT to plan)")
+        operators = python_operators(result.plan or "")
+        print(f"\nPython operators: {len(operators)}")
+        for node in operators:
+            print(f"  {node}")
+        return 0
     where = args.jobmanager or "the embedded MiniCluster"
     print(f"running {args.script} on {where} ...", flush=True)
     result = run_script(

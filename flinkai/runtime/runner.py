@@ -70,6 +70,8 @@ class RunOptions:
     timeout_s: float = 0.0
     #: Check that every Kafka bootstrap address accepts TCP connections first.
     probe_kafka: bool = True
+    #: Plan the job and return Flink's plan in ``RunResult.plan``; submit nothing.
+    explain: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ class RunResult:
     statements: int
     #: PyFlink ``JobClient`` of a detached (``wait=False``) run, to cancel or poll it.
     job_client: Any = field(default=None, repr=False, compare=False)
+    #: Flink's plan of an ``explain`` run (abstract syntax tree, optimised and physical plans).
+    plan: str | None = field(default=None, repr=False, compare=False)
 
 
 def default_udf_dirs(script_path: Path) -> tuple[Path, ...]:
@@ -160,7 +164,8 @@ def _preflight(script: Script, options: RunOptions) -> list[Path]:
                 jars = connector_jars()
             except SetupError as e:
                 raise ScriptError(f"{script.where(stmt)}: {e}") from e
-        for servers in _BOOTSTRAP_RE.findall(stmt.text) if options.probe_kafka else ():
+        probe = options.probe_kafka and not options.explain  # planning needs no broker
+        for servers in _BOOTSTRAP_RE.findall(stmt.text) if probe else ():
             dead = [a for a in servers.split(",") if not _probe(a)]
             if dead and len(dead) == len(servers.split(",")):
                 raise ScriptError(
@@ -259,7 +264,7 @@ def _check_guarantees(script: Script, settings: dict[str, str], options: RunOpti
         for t in kafka_tables(script.statements)
         if t.options.get("sink.delivery-guarantee") == "exactly-once"
     ]
-    if sinks and options.probe_kafka:
+    if sinks and options.probe_kafka and not options.explain:
         from flinkai.kafka.admin import broker_config
 
         bootstrap = sinks[0].options.get("properties.bootstrap.servers", "")
@@ -311,6 +316,7 @@ def run_script(
     t_env = create_table_env(settings)
     statement_set = t_env.create_statement_set()
     inserts: list[Statement] = []
+    plans: list[str] = []
     for stmt in script.statements:
         try:
             if stmt.kind is Kind.SET:
@@ -322,7 +328,10 @@ def run_script(
                 statement_set.add_insert_sql(stmt.text)
                 inserts.append(stmt)
             elif stmt.kind is Kind.QUERY:
-                t_env.execute_sql(stmt.text).print()
+                if options.explain:
+                    plans.append(t_env.explain_sql(stmt.text))
+                else:
+                    t_env.execute_sql(stmt.text).print()
             elif stmt.kind is Kind.OPERATOR:
                 _apply_operator(script, stmt, t_env, udf_dirs)
             else:
@@ -331,6 +340,19 @@ def run_script(
             raise
         except Exception as e:  # Py4J surfaces every Java error as some Exception subclass
             raise _fail(script, stmt, e) from e
+    if options.explain:
+        if inserts:
+            try:
+                plans.append(statement_set.explain())
+            except Exception as e:  # the planner's errors arrive through Py4J
+                raise _fail(script, inserts[0], e) from e
+        return RunResult(
+            None,
+            "EXPLAINED",
+            time.monotonic() - started,
+            len(script.statements),
+            plan="\n".join(plans),
+        )
     if not inserts:
         return RunResult(None, "NO_INSERT", time.monotonic() - started, len(script.statements))
     try:

@@ -11,6 +11,7 @@ from flinkai.bench.embed_stats import (
     cpu_between,
     event_latencies_ms,
     half_rate,
+    latency_windows,
     pacing_schedule,
     percentiles,
     span_rate,
@@ -86,6 +87,21 @@ def test_event_latencies_pairs_by_id_and_counts_missing() -> None:
     latencies, missing = event_latencies_ms(produced, arrived)
     assert latencies == pytest.approx([250.0, 250.0])
     assert missing == 1
+
+
+def test_latency_windows_split_by_send_time_and_count_missing() -> None:
+    # Sends at 0..9 s; the first five answer in 100 ms, the next five in 1 s but one is lost.
+    produced = {f"e{i}": 100.0 + i for i in range(10)}
+    arrived = {f"e{i}": 100.0 + i + (0.1 if i < 5 else 1.0) for i in range(10) if i != 7}
+    windows = latency_windows(produced, arrived, window_s=5.0)
+    assert [w["start_s"] for w in windows] == [0.0, 5.0]
+    assert windows[0]["events"] == 5 and windows[0]["missing"] == 0
+    assert windows[0]["max_ms"] == pytest.approx(100.0)
+    assert windows[1]["events"] == 4 and windows[1]["missing"] == 1
+    assert windows[1]["p50_ms"] == pytest.approx(1000.0)
+    assert latency_windows({}, {}) == []
+    with pytest.raises(ValueError):
+        latency_windows(produced, arrived, window_s=0)
 
 
 def test_job_settings_parse_and_overrides() -> None:
