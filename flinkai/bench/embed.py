@@ -43,6 +43,7 @@ import numpy as np
 from flinkai.bench.embed_stats import (
     cpu_between,
     half_rate,
+    parallel_span_rate,
     percentiles,
     span_rate,
     steady_span,
@@ -80,36 +81,49 @@ class JobSettings:
         bundle: ``runtime.python_bundle_size`` (>= ``arrow_batch``).
         model_batch: ``embedding.batch_size``: texts per ``session.run``.
         ort_threads: ``onnx.intra_op_threads`` (0: ONNX Runtime picks).
+        parallelism: ``runtime.parallelism``: subtasks, each calling the one shared
+            ORT session; the input topic gets as many partitions.
     """
 
     arrow_batch: int = 1024
     bundle: int = 1024
     model_batch: int = 32
     ort_threads: int = 0
+    parallelism: int = 1
 
     @classmethod
     def parse(cls, spec: str) -> JobSettings:
-        """``ARROW:BUNDLE:BATCH:THREADS``, e.g. ``1024:1024:32:0``."""
+        """``ARROW:BUNDLE:BATCH:THREADS[:PARALLELISM]``, e.g. ``1024:1024:32:0``."""
         try:
-            a, b, m, t = (int(x) for x in spec.split(":"))
+            values = [int(x) for x in spec.split(":")]
+            if len(values) not in (4, 5):
+                raise ValueError(spec)
         except ValueError as e:
             raise argparse.ArgumentTypeError(
-                f"expected ARROW:BUNDLE:BATCH:THREADS (four integers), got {spec!r}"
+                f"expected ARROW:BUNDLE:BATCH:THREADS[:PARALLELISM] (four or five integers), "
+                f"got {spec!r}"
             ) from e
-        if a < 1 or b < a or m < 1 or t < 0:
+        a, b, m, t, p = (*values, 1) if len(values) == 4 else values
+        if a < 1 or b < a or m < 1 or t < 0 or p < 1:
             raise argparse.ArgumentTypeError(
-                f"{spec!r}: need arrow >= 1, bundle >= arrow, batch >= 1, threads >= 0"
+                f"{spec!r}: need arrow >= 1, bundle >= arrow, batch >= 1, threads >= 0, "
+                "parallelism >= 1"
             )
-        return cls(a, b, m, t)
+        return cls(a, b, m, t, p)
 
     @property
     def label(self) -> str:
-        return f"{self.arrow_batch}:{self.bundle}:{self.model_batch}:{self.ort_threads}"
+        label = f"{self.arrow_batch}:{self.bundle}:{self.model_batch}:{self.ort_threads}"
+        return label if self.parallelism == 1 else f"{label}:{self.parallelism}"
 
     def overrides(self) -> dict[str, dict[str, Any]]:
         """``Config.with_overrides`` sections for these settings."""
         return {
-            "runtime": {"arrow_batch_size": self.arrow_batch, "python_bundle_size": self.bundle},
+            "runtime": {
+                "arrow_batch_size": self.arrow_batch,
+                "python_bundle_size": self.bundle,
+                "parallelism": self.parallelism,
+            },
             "embedding": {"batch_size": self.model_batch},
             "onnx": {"intra_op_threads": self.ort_threads},
         }
@@ -424,6 +438,29 @@ def _job(texts: list[str], args: dict[str, Any]) -> VariantResult:
     return _measure_job(texts, config, args)
 
 
+def _steady_rate(
+    times_s: list[float], partitions: list[int]
+) -> tuple[float | None, tuple[float, float] | None]:
+    """Steady texts/s of a bounded run, and a window when every subtask was steady.
+
+    One subtask per input partition: each subtask's first flush is its start-up,
+    so a parallel job's rate is the sum of its subtasks' own steady rates.
+    """
+    groups: dict[int, list[float]] = {}
+    for t, p in zip(times_s, partitions or [0] * len(times_s), strict=True):
+        groups.setdefault(p, []).append(t)
+    if len(groups) <= 1:
+        span = steady_span(times_s)
+        return span_rate(times_s), (span[0], span[1]) if span is not None else None
+    spans = [steady_span(g) for g in groups.values()]
+    rate = parallel_span_rate(times_s, partitions)
+    if rate is None or any(s is None for s in spans):
+        return rate, None
+    start = max(s[0] for s in spans if s is not None)
+    end = min(s[1] for s in spans if s is not None)
+    return rate, (start, end) if end > start else None
+
+
 def _measure_job(texts: list[str], config: Any, args: dict[str, Any]) -> VariantResult:
     from flinkai.bench.embed_jobs import bounded_job_run
 
@@ -438,6 +475,7 @@ def _measure_job(texts: list[str], config: Any, args: dict[str, Any]) -> Variant
             "python_bundle_time_ms": config.runtime.python_bundle_time_ms,
             "embedding_batch_size": config.embedding.batch_size,
             "onnx_intra_op_threads": config.onnx.intra_op_threads,
+            "parallelism": config.runtime.parallelism,
             "backend": config.embedding.backend,
             "checkpoint_interval_ms": config.runtime.checkpoint_interval_ms,
             "delivery_guarantee": variables.get("DELIVERY_GUARANTEE", "exactly-once"),
@@ -464,13 +502,27 @@ def _measure_job(texts: list[str], config: Any, args: dict[str, Any]) -> Variant
             ),
             extra=extra,
         )
-    rate = span_rate(full.output_times_s)
-    span = steady_span(full.output_times_s)
-    if span is not None and _SAMPLER is not None:
-        cpu = cpu_between(_SAMPLER.cpu_series, span[0], span[1])
+    rate, window = _steady_rate(full.output_times_s, full.output_partitions)
+    if len(set(full.output_partitions)) > 1:
+        extra["subtask_rates"] = {
+            str(p): span_rate(
+                [
+                    t
+                    for t, q in zip(full.output_times_s, full.output_partitions, strict=True)
+                    if q == p
+                ]
+            )
+            for p in sorted(set(full.output_partitions))
+        }
+        extra["subtask_outputs"] = {
+            str(p): full.output_partitions.count(p) for p in sorted(set(full.output_partitions))
+        }
+    if rate and window is not None and _SAMPLER is not None:
+        cpu = cpu_between(_SAMPLER.cpu_series, window[0], window[1])
         if cpu is not None:
             # Every process of the variant: Kafka, the Flink JVM, Python workers, a server.
-            extra["cpu_ms_per_text"] = cpu * 1000 / span[2]
+            # Cores in use while every subtask was past its first flush, per text/s.
+            extra["cpu_ms_per_text"] = cpu / (window[1] - window[0]) * 1000 / rate
     notes = []
     if small is not None:
         marginal = two_run_rate(small.embedded, small.job_seconds, full.embedded, full.job_seconds)
@@ -529,6 +581,7 @@ def _latency(texts: list[str], args: dict[str, Any]) -> VariantResult:
         "embedding_batch_size": config.embedding.batch_size,
         "onnx_intra_op_threads": config.onnx.intra_op_threads,
         "onnx_allow_spinning": config.onnx.allow_spinning,
+        "parallelism": config.runtime.parallelism,
         "checkpoint_interval_ms": config.runtime.checkpoint_interval_ms,
         "flink_conf": dict(config.runtime.flink_conf),
     }
@@ -698,7 +751,8 @@ class _Steps:
 
 
 def _job_row_name(settings: JobSettings, backend: str = "ORT") -> str:
-    return f"job, {backend} (arrow/bundle/batch/threads {settings.label})"
+    what = "threads" if settings.parallelism == 1 else "threads/parallelism"
+    return f"job, {backend} (arrow/bundle/batch/{what} {settings.label})"
 
 
 def _ratio(a: VariantResult | None, b: VariantResult | None) -> float | None:
@@ -723,7 +777,8 @@ def _bench(args: argparse.Namespace) -> int:
     step = _Steps()
     print(
         f"job settings: arrow batch {settings.arrow_batch}, bundle {settings.bundle}, "
-        f"model batch {settings.model_batch}, ORT intra-op threads {settings.ort_threads}",
+        f"model batch {settings.model_batch}, ORT intra-op threads {settings.ort_threads}, "
+        f"parallelism {settings.parallelism}",
         flush=True,
     )
 
@@ -961,7 +1016,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--job",
         type=JobSettings.parse,
         default=JobSettings(),
-        metavar="ARROW:BUNDLE:BATCH:THREADS",
+        metavar="ARROW:BUNDLE:BATCH:THREADS[:PAR]",
         help=f"job settings (default {JobSettings().label})",
     )
     p.add_argument(
@@ -969,7 +1024,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=JobSettings.parse,
         nargs="*",
         default=[],
-        metavar="ARROW:BUNDLE:BATCH:THREADS",
+        metavar="ARROW:BUNDLE:BATCH:THREADS[:PAR]",
         help="further job rows with other settings, for comparison in the same run",
     )
     p.add_argument(
@@ -1021,7 +1076,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--grid",
         type=JobSettings.parse,
         nargs="+",
-        metavar="ARROW:BUNDLE:BATCH:THREADS",
+        metavar="ARROW:BUNDLE:BATCH:THREADS[:PAR]",
         help="settings for --tune (default: just --job)",
     )
     p.add_argument("--json", help="write results as JSON here")

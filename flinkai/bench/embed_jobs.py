@@ -61,6 +61,14 @@ def _variables(
     }
 
 
+def _create_topics(bootstrap: str, topics: tuple[str, str, str], config: Config) -> None:
+    from flinkai.kafka.admin import create_topics
+
+    # One input partition per source subtask: a subtask without a partition idles.
+    create_topics(bootstrap, [topics[0]], partitions=max(1, config.runtime.parallelism))
+    create_topics(bootstrap, list(topics[1:]))
+
+
 def _event(user_id: str, text: str, event_time: int) -> bytes:
     return json.dumps({"user_id": user_id, "click_text": text, "event_time": event_time}).encode()
 
@@ -79,6 +87,8 @@ class BoundedRun:
         job_seconds: ``run_script`` wall time: submission, start-up, work, finish.
         output_times_s: Kafka timestamp of each embedding record, in seconds.
         dead_letter_reasons: ``reason: detail`` of the first dead letters (at most 3).
+        output_partitions: Input partition of each embedding record's event (same
+            order as ``output_times_s``), so a parallel job's subtasks can be told apart.
     """
 
     texts: int
@@ -87,6 +97,7 @@ class BoundedRun:
     job_seconds: float
     output_times_s: list[float] = field(default_factory=list)
     dead_letter_reasons: list[str] = field(default_factory=list)
+    output_partitions: list[int] = field(default_factory=list)
 
 
 def bounded_job_run(
@@ -98,11 +109,11 @@ def bounded_job_run(
     udf_dirs: tuple[Path, ...],
 ) -> BoundedRun:
     """Produce ``texts`` as click events, run the job to the end, read both outputs back."""
-    from flinkai.kafka.admin import consume_all, create_topics, produce
+    from flinkai.kafka.admin import consume_all, produce
     from flinkai.runtime.runner import RunOptions, run_script
 
     topics = _topics("b")
-    create_topics(bootstrap, list(topics))
+    _create_topics(bootstrap, topics, config)
     produce(bootstrap, topics[0], [_event(f"b-{i}", t, i) for i, t in enumerate(texts)])
     started = time.monotonic()
     run_script(
@@ -114,6 +125,10 @@ def bounded_job_run(
     # A bounded job that FINISHED has committed everything: short timeouts suffice.
     out = consume_all(bootstrap, topics[1], timeout_s=60, expect=len(texts))
     dead = consume_all(bootstrap, topics[2], timeout_s=10) if len(out) < len(texts) else []
+    partition_of: dict[str, int] = {}
+    if config.runtime.parallelism > 1:
+        for record in consume_all(bootstrap, topics[0], timeout_s=30, expect=len(texts)):
+            partition_of[_user_id(record.value)] = record.partition
     reasons = []
     for record in dead[:3]:
         with contextlib.suppress(ValueError, AttributeError):
@@ -126,6 +141,7 @@ def bounded_job_run(
         seconds,
         [r.timestamp_ms / 1000.0 for r in out],
         reasons,
+        [partition_of.get(_user_id(r.value), 0) for r in out],
     )
 
 
@@ -285,11 +301,10 @@ def latency_job_run(
     """
     from kafka import KafkaProducer
 
-    from flinkai.kafka.admin import create_topics
     from flinkai.runtime.runner import RunOptions, run_script
 
     topics = _topics("l")
-    create_topics(bootstrap, list(topics))
+    _create_topics(bootstrap, topics, config)
     count = max(1, int(rate * duration_s))
     warm = max(0, int(rate * warmup_paced_s))
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, acks=1)

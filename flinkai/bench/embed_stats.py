@@ -17,13 +17,14 @@ __all__ = [
     "half_rate",
     "latency_windows",
     "pacing_schedule",
+    "parallel_span_rate",
     "percentiles",
     "span_rate",
     "steady_span",
     "two_run_rate",
 ]
 
-#: Records written within this long of the first output belong to the first flush.
+#: Records written less than this long after the one before belong to the same flush.
 DEFAULT_BURST_S = 0.25
 
 
@@ -42,10 +43,11 @@ def steady_span(
 
     A job writes its first output only after it started, loaded the model and ran
     its first batch; after that, records follow at the rate the job sustains. The
-    records more than ``burst_s`` after the first one are the work done between the
-    first output and the last. Output written in bursts (one per Arrow batch) is
-    counted correctly: the first burst is excluded and each later burst is counted
-    at the end of the work that produced it.
+    first flush is the opening run of records each less than ``burst_s`` after the
+    one before: a flush of a thousand records can take most of a second to write,
+    and none of it is steady work. The records after it are the work done between
+    the first output and the last; each later flush counts at the end of the work
+    that produced it.
 
     Returns:
         ``None`` when fewer than two flushes were seen (no honest rate exists).
@@ -54,9 +56,10 @@ def steady_span(
     if ts.size < 2:
         return None
     first, last = float(ts[0]), float(ts[-1])
-    after = int(np.count_nonzero(ts > first + burst_s))
-    if after == 0 or last <= first:
+    gaps = np.flatnonzero(np.diff(ts) >= burst_s)
+    if gaps.size == 0 or last <= first:
         return None
+    after = int(ts.size - (gaps[0] + 1))
     return first, last, after
 
 
@@ -78,6 +81,30 @@ def span_rate(timestamps_s: Iterable[float], burst_s: float = DEFAULT_BURST_S) -
         return None
     first, last, after = span
     return after / (last - first)
+
+
+def parallel_span_rate(
+    timestamps_s: Sequence[float], groups: Sequence[int], burst_s: float = DEFAULT_BURST_S
+) -> float | None:
+    """:func:`span_rate` of each group of records (one per parallel subtask), summed.
+
+    With one span over all records, the work of every subtask's first flush but the
+    earliest would count as steady output, and a parallel job would look faster
+    than it is. Each subtask's own first flush is start-up; its rate is measured
+    over its own span, and the subtasks run side by side, so their rates add.
+
+    Returns:
+        Records per second, or ``None`` when any group has fewer than two flushes.
+    """
+    if len(timestamps_s) != len(groups):
+        raise ValueError(f"{len(timestamps_s)} timestamps but {len(groups)} group ids")
+    by_group: dict[int, list[float]] = {}
+    for t, g in zip(timestamps_s, groups, strict=True):
+        by_group.setdefault(g, []).append(t)
+    rates = [span_rate(times, burst_s) for _, times in sorted(by_group.items())]
+    if not rates or any(r is None for r in rates):
+        return None
+    return sum(r for r in rates if r is not None)
 
 
 def two_run_rate(small_texts: int, small_s: float, full_texts: int, full_s: float) -> float | None:

@@ -13,6 +13,7 @@ from flinkai.bench.embed_stats import (
     half_rate,
     latency_windows,
     pacing_schedule,
+    parallel_span_rate,
     percentiles,
     span_rate,
     steady_span,
@@ -43,6 +44,14 @@ def test_span_rate_counts_bursts_from_the_end_of_the_first_one() -> None:
     rate = span_rate(ts, burst_s=0.25)
     assert rate == pytest.approx(4 * 256 / (16.0 + 0.1275), rel=1e-6)
     assert rate == pytest.approx(64.0, rel=0.02)
+
+
+def test_a_first_flush_written_over_most_of_a_second_is_all_start_up() -> None:
+    # 1,024 records written over 0.7 s, then 876 more 15 s later: one steady flush.
+    first = [37.0 + 0.7 * i / 1024 for i in range(1024)]
+    ts = first + [52.0 + 0.0005 * i for i in range(876)]
+    assert steady_span(ts, burst_s=0.25) == (37.0, pytest.approx(52.4375), 876)
+    assert span_rate(ts, burst_s=0.25) == pytest.approx(876 / 15.4375)
 
 
 def test_span_rate_ignores_order_and_start_up() -> None:
@@ -109,13 +118,19 @@ def test_job_settings_parse_and_overrides() -> None:
     assert s == JobSettings(1024, 1024, 64, 2)
     assert s.label == "1024:1024:64:2"
     assert s.overrides() == {
-        "runtime": {"arrow_batch_size": 1024, "python_bundle_size": 1024},
+        "runtime": {"arrow_batch_size": 1024, "python_bundle_size": 1024, "parallelism": 1},
         "embedding": {"batch_size": 64},
         "onnx": {"intra_op_threads": 2},
     }
+    p2 = JobSettings.parse("1024:1024:32:1:2")
+    assert p2 == JobSettings(1024, 1024, 32, 1, 2)
+    assert p2.label == "1024:1024:32:1:2"
+    assert p2.overrides()["runtime"]["parallelism"] == 2
 
 
-@pytest.mark.parametrize("spec", ["1024:512:32:0", "0:1:1:0", "1:1:0:0", "a:b:c:d", "1:2:3"])
+@pytest.mark.parametrize(
+    "spec", ["1024:512:32:0", "0:1:1:0", "1:1:0:0", "a:b:c:d", "1:2:3", "1:1:1:1:0", "1:1:1:1:1:1"]
+)
 def test_job_settings_parse_rejects(spec: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         JobSettings.parse(spec)
@@ -131,6 +146,7 @@ def test_job_settings_overrides_are_valid_config() -> None:
     assert config.runtime.python_bundle_size == 512
     assert config.embedding.batch_size == 16
     assert config.onnx.intra_op_threads == 1
+    assert config.runtime.parallelism == 1
 
 
 def test_ratio_needs_two_rates() -> None:
@@ -156,3 +172,17 @@ def test_cpu_between_interpolates_the_cumulative_counter() -> None:
 def test_cpu_between_outside_the_samples_is_none(t0: float, t1: float) -> None:
     assert cpu_between([(0.0, 0.0), (3.0, 5.0)], t0, t1) is None
     assert cpu_between([(0.0, 0.0)], 0.0, 0.0) is None
+
+
+def test_parallel_span_rate_sums_each_subtasks_own_steady_rate() -> None:
+    # Two subtasks flush 10 records each at 1 s intervals, B starting 0.5 s after A.
+    times = [t + i * 1e-3 for t in (10.0, 11.0, 12.0) for i in range(10)]
+    times += [t + i * 1e-3 for t in (10.5, 11.5, 12.5) for i in range(10)]
+    groups = [0] * 30 + [1] * 30
+    # Each: 20 records after its first flush over ~2 s = ~10/s; together ~20/s.
+    assert parallel_span_rate(times, groups) == pytest.approx(20.0, rel=0.01)
+    # One span over both would count B's first flush as steady work: 50 / 2.5 s.
+    assert span_rate(times) == pytest.approx(50 / 2.509, rel=0.01)
+    assert parallel_span_rate(times[:10] + times[30:], [0] * 10 + [1] * 30) is None
+    with pytest.raises(ValueError):
+        parallel_span_rate(times, groups[:-1])
