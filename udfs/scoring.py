@@ -5,10 +5,11 @@
     SELECT predict(parse_feature_event(payload), 'features') ...
 
 Takes ``features ARRAY<FLOAT>``, or a ROW and the name of such a field (then Flink runs
-the function that made the row and the model in one Python operator), and returns ROW<score ARRAY<FLOAT>, model_version STRING,
-error STRING>. The model named by the ``predict`` config section is loaded once per
-worker process in ``open()`` and shared by every instance there. Invalid rows (null,
-wrong length, NaN) come back with ``error`` set and no score; they are never dropped.
+the function that made the row and the model in one Python operator), and returns
+ROW<score ARRAY<FLOAT>, model_version STRING, error STRING>. The model named by the
+``predict`` config section is loaded once per worker process in ``open()`` and shared
+by every instance there. Invalid rows (null, wrong length, NaN) come back with
+``error`` set and no score; they are never dropped.
 """
 
 from typing import Any

@@ -43,10 +43,8 @@ import numpy as np
 from flinkai.bench.embed_stats import (
     cpu_between,
     half_rate,
-    parallel_span_rate,
     percentiles,
-    span_rate,
-    steady_span,
+    steady_rate,
     two_run_rate,
 )
 
@@ -438,29 +436,6 @@ def _job(texts: list[str], args: dict[str, Any]) -> VariantResult:
     return _measure_job(texts, config, args)
 
 
-def _steady_rate(
-    times_s: list[float], partitions: list[int]
-) -> tuple[float | None, tuple[float, float] | None]:
-    """Steady texts/s of a bounded run, and a window when every subtask was steady.
-
-    One subtask per input partition: each subtask's first flush is its start-up,
-    so a parallel job's rate is the sum of its subtasks' own steady rates.
-    """
-    groups: dict[int, list[float]] = {}
-    for t, p in zip(times_s, partitions or [0] * len(times_s), strict=True):
-        groups.setdefault(p, []).append(t)
-    if len(groups) <= 1:
-        span = steady_span(times_s)
-        return span_rate(times_s), (span[0], span[1]) if span is not None else None
-    spans = [steady_span(g) for g in groups.values()]
-    rate = parallel_span_rate(times_s, partitions)
-    if rate is None or any(s is None for s in spans):
-        return rate, None
-    start = max(s[0] for s in spans if s is not None)
-    end = min(s[1] for s in spans if s is not None)
-    return rate, (start, end) if end > start else None
-
-
 def _measure_job(texts: list[str], config: Any, args: dict[str, Any]) -> VariantResult:
     from flinkai.bench.embed_jobs import bounded_job_run
 
@@ -502,27 +477,18 @@ def _measure_job(texts: list[str], config: Any, args: dict[str, Any]) -> Variant
             ),
             extra=extra,
         )
-    rate, window = _steady_rate(full.output_times_s, full.output_partitions)
-    if len(set(full.output_partitions)) > 1:
-        extra["subtask_rates"] = {
-            str(p): span_rate(
-                [
-                    t
-                    for t, q in zip(full.output_times_s, full.output_partitions, strict=True)
-                    if q == p
-                ]
-            )
-            for p in sorted(set(full.output_partitions))
-        }
-        extra["subtask_outputs"] = {
-            str(p): full.output_partitions.count(p) for p in sorted(set(full.output_partitions))
-        }
-    if rate and window is not None and _SAMPLER is not None:
-        cpu = cpu_between(_SAMPLER.cpu_series, window[0], window[1])
+    steady = steady_rate(full.output_times_s, full.output_partitions or None)
+    rate = steady.rate if steady is not None else None
+    if steady is not None and len(steady.subtask_rates) > 1:
+        extra["subtask_rates"] = {str(p): r for p, r in steady.subtask_rates.items()}
+        extra["subtask_outputs"] = {str(p): n for p, n in steady.subtask_outputs.items()}
+    if steady is not None and steady.window is not None and _SAMPLER is not None:
+        start, end = steady.window
+        cpu = cpu_between(_SAMPLER.cpu_series, start, end)
         if cpu is not None:
             # Every process of the variant: Kafka, the Flink JVM, Python workers, a server.
             # Cores in use while every subtask was past its first flush, per text/s.
-            extra["cpu_ms_per_text"] = cpu / (window[1] - window[0]) * 1000 / rate
+            extra["cpu_ms_per_text"] = cpu / (end - start) * 1000 / steady.rate
     notes = []
     if small is not None:
         marginal = two_run_rate(small.embedded, small.job_seconds, full.embedded, full.job_seconds)
@@ -556,6 +522,7 @@ def _latency(texts: list[str], args: dict[str, Any]) -> VariantResult:
     isolation = "read_uncommitted" if guarantee == "at-least-once" else "read_committed"
     variables = {**(args.get("variables") or {}), "DELIVERY_GUARANTEE": guarantee}
     rate = float(args["rate"])
+    warmup_s = float(args.get("warmup_s", 0.0))
     with _kafka() as bootstrap:
         run = latency_job_run(
             texts,
@@ -566,12 +533,12 @@ def _latency(texts: list[str], args: dict[str, Any]) -> VariantResult:
             _udf_dirs(args),
             rate=rate,
             duration_s=float(args["duration_s"]),
-            warmup_paced_s=float(args.get("warmup_s", 0.0)),
+            warmup_paced_s=warmup_s,
             isolation=isolation,
         )
     settings = {
         "input_rate": rate,
-        "paced_warmup_s": float(args.get("warmup_s", 0.0)),
+        "paced_warmup_s": warmup_s,
         "max_rate_from": args.get("max_rate_from"),
         "delivery_guarantee": guarantee,
         "consumer_isolation": isolation,

@@ -7,19 +7,21 @@ so the unit tests check them without timing anything.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = [
     "DEFAULT_BURST_S",
+    "SteadyRate",
     "cpu_between",
     "event_latencies_ms",
     "half_rate",
     "latency_windows",
     "pacing_schedule",
-    "parallel_span_rate",
     "percentiles",
     "span_rate",
+    "steady_rate",
     "steady_span",
     "two_run_rate",
 ]
@@ -83,28 +85,59 @@ def span_rate(timestamps_s: Iterable[float], burst_s: float = DEFAULT_BURST_S) -
     return after / (last - first)
 
 
-def parallel_span_rate(
-    timestamps_s: Sequence[float], groups: Sequence[int], burst_s: float = DEFAULT_BURST_S
-) -> float | None:
+@dataclass(frozen=True)
+class SteadyRate:
+    """Steady output rate of a bounded run whose subtasks may run side by side.
+
+    Attributes:
+        rate: Records per second: the sum of the subtasks' own steady rates.
+        window: ``(start, end)`` in which every subtask was past its first flush,
+            or ``None`` when they never overlapped (for CPU accounting).
+        subtask_rates: Group id -> that subtask's rate.
+        subtask_outputs: Group id -> its records.
+    """
+
+    rate: float
+    window: tuple[float, float] | None
+    subtask_rates: dict[int, float]
+    subtask_outputs: dict[int, int]
+
+
+def steady_rate(
+    timestamps_s: Sequence[float],
+    groups: Sequence[int] | None = None,
+    burst_s: float = DEFAULT_BURST_S,
+) -> SteadyRate | None:
     """:func:`span_rate` of each group of records (one per parallel subtask), summed.
 
     With one span over all records, the work of every subtask's first flush but the
     earliest would count as steady output, and a parallel job would look faster
     than it is. Each subtask's own first flush is start-up; its rate is measured
     over its own span, and the subtasks run side by side, so their rates add.
+    ``groups=None`` is one subtask.
 
     Returns:
-        Records per second, or ``None`` when any group has fewer than two flushes.
+        ``None`` when any group has fewer than two flushes.
     """
-    if len(timestamps_s) != len(groups):
-        raise ValueError(f"{len(timestamps_s)} timestamps but {len(groups)} group ids")
+    ids = [0] * len(timestamps_s) if groups is None else groups
+    if len(timestamps_s) != len(ids):
+        raise ValueError(f"{len(timestamps_s)} timestamps but {len(ids)} group ids")
     by_group: dict[int, list[float]] = {}
-    for t, g in zip(timestamps_s, groups, strict=True):
+    for t, g in zip(timestamps_s, ids, strict=True):
         by_group.setdefault(g, []).append(t)
-    rates = [span_rate(times, burst_s) for _, times in sorted(by_group.items())]
-    if not rates or any(r is None for r in rates):
+    spans = {g: steady_span(times, burst_s) for g, times in sorted(by_group.items())}
+    known = {g: span for g, span in spans.items() if span is not None}
+    if not known or len(known) < len(spans):
         return None
-    return sum(r for r in rates if r is not None)
+    rates = {g: after / (last - first) for g, (first, last, after) in known.items()}
+    start = max(first for first, _, _ in known.values())
+    end = min(last for _, last, _ in known.values())
+    return SteadyRate(
+        rate=sum(rates.values()),
+        window=(start, end) if end > start else None,
+        subtask_rates=rates,
+        subtask_outputs={g: len(times) for g, times in sorted(by_group.items())},
+    )
 
 
 def two_run_rate(small_texts: int, small_s: float, full_texts: int, full_s: float) -> float | None:

@@ -164,8 +164,7 @@ def _preflight(script: Script, options: RunOptions) -> list[Path]:
                 jars = connector_jars()
             except SetupError as e:
                 raise ScriptError(f"{script.where(stmt)}: {e}") from e
-        probe = options.probe_kafka and not options.explain  # planning needs no broker
-        for servers in _BOOTSTRAP_RE.findall(stmt.text) if probe else ():
+        for servers in _BOOTSTRAP_RE.findall(stmt.text) if options.probe_kafka else ():
             dead = [a for a in servers.split(",") if not _probe(a)]
             if dead and len(dead) == len(servers.split(",")):
                 raise ScriptError(
@@ -264,7 +263,7 @@ def _check_guarantees(script: Script, settings: dict[str, str], options: RunOpti
         for t in kafka_tables(script.statements)
         if t.options.get("sink.delivery-guarantee") == "exactly-once"
     ]
-    if sinks and options.probe_kafka and not options.explain:
+    if sinks and options.probe_kafka:
         from flinkai.kafka.admin import broker_config
 
         bootstrap = sinks[0].options.get("properties.bootstrap.servers", "")
@@ -300,7 +299,14 @@ def run_script(
     for d in udf_dirs:
         firsts.setdefault(d.resolve(), d)
     udf_dirs = tuple(firsts.values())
-    options = RunOptions(**{**options.__dict__, "udf_dirs": udf_dirs})
+    options = RunOptions(
+        **{
+            **options.__dict__,
+            "udf_dirs": udf_dirs,
+            # planning contacts no broker, so an explain run probes none
+            "probe_kafka": options.probe_kafka and not options.explain,
+        }
+    )
     script = load_script(path, config, options.variables)
     if not script.statements:
         raise ScriptError(f"{path}: no statements")

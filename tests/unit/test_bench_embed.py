@@ -13,9 +13,9 @@ from flinkai.bench.embed_stats import (
     half_rate,
     latency_windows,
     pacing_schedule,
-    parallel_span_rate,
     percentiles,
     span_rate,
+    steady_rate,
     steady_span,
     two_run_rate,
 )
@@ -174,15 +174,33 @@ def test_cpu_between_outside_the_samples_is_none(t0: float, t1: float) -> None:
     assert cpu_between([(0.0, 0.0)], 0.0, 0.0) is None
 
 
-def test_parallel_span_rate_sums_each_subtasks_own_steady_rate() -> None:
+def test_steady_rate_sums_each_subtasks_own_steady_rate() -> None:
     # Two subtasks flush 10 records each at 1 s intervals, B starting 0.5 s after A.
     times = [t + i * 1e-3 for t in (10.0, 11.0, 12.0) for i in range(10)]
     times += [t + i * 1e-3 for t in (10.5, 11.5, 12.5) for i in range(10)]
     groups = [0] * 30 + [1] * 30
+    steady = steady_rate(times, groups)
+    assert steady is not None
     # Each: 20 records after its first flush over ~2 s = ~10/s; together ~20/s.
-    assert parallel_span_rate(times, groups) == pytest.approx(20.0, rel=0.01)
+    assert steady.rate == pytest.approx(20.0, rel=0.01)
+    assert steady.subtask_rates == {
+        0: pytest.approx(10.0, rel=0.01),
+        1: pytest.approx(10.0, rel=0.01),
+    }
+    assert steady.subtask_outputs == {0: 30, 1: 30}
+    # Both subtasks are past their first flush from B's first output to A's last.
+    assert steady.window == (10.5, pytest.approx(12.009))
     # One span over both would count B's first flush as steady work: 50 / 2.5 s.
     assert span_rate(times) == pytest.approx(50 / 2.509, rel=0.01)
-    assert parallel_span_rate(times[:10] + times[30:], [0] * 10 + [1] * 30) is None
+    assert steady_rate(times[:10] + times[30:], [0] * 10 + [1] * 30) is None
     with pytest.raises(ValueError):
-        parallel_span_rate(times, groups[:-1])
+        steady_rate(times, groups[:-1])
+
+
+def test_steady_rate_of_one_subtask_is_its_span_rate() -> None:
+    ts = [100.0 + 4.0 * b + 0.0005 * i for b in range(5) for i in range(256)]
+    steady = steady_rate(ts)
+    assert steady is not None
+    assert steady.rate == pytest.approx(span_rate(ts))
+    assert steady.window == (100.0, pytest.approx(116.1275))
+    assert steady_rate([5.0, 5.1]) is None
