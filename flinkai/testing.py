@@ -7,21 +7,37 @@ fixtures as flinkai's own suite::
     def kafka_broker():
         with session_broker() as broker:
             yield broker
+
+It also holds the exact exactly-once checker the fault tests use. After the job's
+last commit, read each output topic to its end offsets and compare the ids found
+with the ids sent::
+
+    snapshot = read_to_end_offsets(bootstrap, output_topic)   # read_committed
+    check_exactly_once(expected_ids, snapshot.records).assert_ok()
+
+The contract it checks: the committed output, read to the last stable offset of
+every partition, is the expected multiset of ids. Every id as often as expected
+(once, for unique ids): no duplicate, no loss, nothing unexpected. Order is not part
+of it: Kafka orders records only within a partition, and records of different keys
+or partitions may be committed in any order, so a reordered output passes.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flinkai.kafka.admin import Record, TopicSnapshot, read_to_end_offsets
 from flinkai.kafka.broker import LocalKafka, free_port
 
 if TYPE_CHECKING:
@@ -29,7 +45,19 @@ if TYPE_CHECKING:
     from flinkai.runtime.environment import Target
     from flinkai.runtime.runner import RunResult
 
-__all__ = ["EmbedJob", "session_broker", "start_session_broker", "unique_topic"]
+__all__ = [
+    "EmbedJob",
+    "ExactlyOnceReport",
+    "TopicSnapshot",
+    "check_exactly_once",
+    "compare_ids",
+    "dead_letter_id",
+    "read_to_end_offsets",
+    "result_id",
+    "session_broker",
+    "start_session_broker",
+    "unique_topic",
+]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +125,116 @@ def session_broker(data_dir: str | Path | None = None, **options: Any) -> Iterat
     finally:
         if owned:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+#: How many example ids a failure message lists per category.
+_EXAMPLES = 10
+
+
+@dataclass(frozen=True)
+class ExactlyOnceReport:
+    """How a multiset of ids seen in the output differs from the one expected.
+
+    Attributes:
+        expected: How many records were expected (with multiplicity).
+        seen: How many records were read.
+        duplicated: Expected id -> copies seen beyond those expected.
+        missing: Expected id -> copies expected but not seen.
+        unexpected: Id that was never expected -> copies seen.
+    """
+
+    expected: int
+    seen: int
+    duplicated: dict[str, int]
+    missing: dict[str, int]
+    unexpected: dict[str, int]
+
+    @property
+    def ok(self) -> bool:
+        """Whether the output is exactly the expected multiset."""
+        return not (self.duplicated or self.missing or self.unexpected)
+
+    def __str__(self) -> str:
+        head = f"expected {self.expected} records, read {self.seen}"
+        if self.ok:
+            return f"{head}: exactly once"
+        parts = [head]
+        for name, ids in (
+            ("duplicated", self.duplicated),
+            ("missing", self.missing),
+            ("unexpected", self.unexpected),
+        ):
+            if ids:
+                shown = ", ".join(f"{k} x{n}" for k, n in sorted(ids.items())[:_EXAMPLES])
+                more = f", ... ({len(ids) - _EXAMPLES} more)" if len(ids) > _EXAMPLES else ""
+                parts.append(f"{len(ids)} {name} id(s): {shown}{more}")
+        return "; ".join(parts)
+
+    def assert_ok(self) -> None:
+        """Raise ``AssertionError`` naming the offending ids unless the output is exact."""
+        if not self.ok:
+            raise AssertionError(str(self))
+
+
+def compare_ids(expected: Counter[str] | Iterable[str], seen: Iterable[str]) -> ExactlyOnceReport:
+    """Compare the ids read from an output with the ids expected, as multisets.
+
+    Args:
+        expected: Ids that must appear; an iterable counts repeats, a ``Counter``
+            gives each id's count directly.
+        seen: Ids read from the output, in any order.
+
+    Returns:
+        The differences; order never counts (see the module docstring).
+    """
+    want = expected if isinstance(expected, Counter) else Counter(expected)
+    got = Counter(seen)
+    duplicated = {k: got[k] - n for k, n in want.items() if got[k] > n}
+    missing = {k: n - got[k] for k, n in want.items() if got[k] < n}
+    unexpected = {k: n for k, n in got.items() if k not in want}
+    return ExactlyOnceReport(
+        expected=sum(want.values()),
+        seen=sum(got.values()),
+        duplicated=duplicated,
+        missing=missing,
+        unexpected=unexpected,
+    )
+
+
+def result_id(record: Record) -> str:
+    """The ``user_id`` field of a JSON result record (the embed jobs' event id)."""
+    return str(json.loads(record.value or b"null")["user_id"])
+
+
+def dead_letter_id(record: Record) -> str:
+    """``<source_topic>:<source_partition>:<source_offset>`` of a dead-letter record.
+
+    Poison events carry no id of their own; their place in the input names them.
+    """
+    value = json.loads(record.value or b"null")
+    return f"{value['source_topic']}:{value['source_partition']}:{value['source_offset']}"
+
+
+def check_exactly_once(
+    expected: Counter[str] | Iterable[str],
+    records: Iterable[Record],
+    id_of: Callable[[Record], str] = result_id,
+) -> ExactlyOnceReport:
+    """Compare output records with the expected ids; see :func:`compare_ids`.
+
+    ``records`` must be complete: read them with :func:`read_to_end_offsets` after
+    the job's last commit, not up to a record count.
+
+    Args:
+        expected: The ids that must each appear (a ``Counter`` for repeated ids).
+        records: Every record of the output topic.
+        id_of: What identifies a record: :func:`result_id` (default) or
+            :func:`dead_letter_id`.
+
+    Returns:
+        The report; call :meth:`ExactlyOnceReport.assert_ok` to fail a test on it.
+    """
+    return compare_ids(expected, (id_of(r) for r in records))
 
 
 def _default_config() -> Config:

@@ -22,11 +22,14 @@ from flinkai.kafka.errors import BrokerUnavailableError, KafkaError, TopicNotFou
 __all__ = [
     "IsolationLevel",
     "Record",
+    "TopicSnapshot",
     "consume_all",
     "create_topics",
     "describe_cluster",
+    "end_offsets",
     "list_topics",
     "produce",
+    "read_to_end_offsets",
     "wait_for_broker",
 ]
 
@@ -398,6 +401,146 @@ def consume_all(
         consumer.close()
     records.sort(key=lambda r: (r.partition, r.offset))
     return records
+
+
+@dataclass(frozen=True)
+class TopicSnapshot:
+    """Every record of a topic up to end offsets fixed before reading began.
+
+    Attributes:
+        topic: The topic read.
+        isolation_level: How it was read.
+        end_offsets: Partition -> the end offset read up to: the last stable offset
+            under ``read_committed`` (nothing at or after it is visible), the high
+            watermark under ``read_uncommitted``.
+        records: Every record below those offsets, ordered by partition, then offset.
+    """
+
+    topic: str
+    isolation_level: IsolationLevel
+    end_offsets: dict[int, int]
+    records: list[Record]
+
+
+@contextmanager
+def _consumer(bootstrap: str, isolation_level: IsolationLevel, timeout_s: float) -> Iterator[Any]:
+    try:
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap,
+            client_id="flinkai-consume",
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level=isolation_level,
+            bootstrap_timeout_ms=_ms(timeout_s),
+            request_timeout_ms=_ms(max(timeout_s, 1.0)),
+        )
+    except kerrors.KafkaError as e:
+        raise _unavailable(bootstrap, e) from e
+    try:
+        yield consumer
+    finally:
+        consumer.close()
+
+
+def _partitions_or_fail(consumer: Any, bootstrap: str, topic: str, deadline: float) -> list[Any]:
+    partitions = _wait_for_partitions(consumer, topic, deadline)
+    if not partitions:
+        raise TopicNotFoundError(f"topic {topic!r} does not exist on {bootstrap}")
+    return partitions
+
+
+def end_offsets(
+    bootstrap: str,
+    topic: str,
+    isolation_level: IsolationLevel = "read_committed",
+    timeout_s: float = 10.0,
+) -> dict[int, int]:
+    """Each partition's end offset as a consumer with ``isolation_level`` sees it.
+
+    Under ``read_committed`` that is the last stable offset (the first offset of the
+    oldest open transaction, or the high watermark when none is open); under
+    ``read_uncommitted`` the high watermark. A partition whose two ends differ holds
+    records of a transaction that is still open.
+
+    Raises:
+        BrokerUnavailableError: No broker answered in time.
+        TopicNotFoundError: The topic did not exist within ``timeout_s``.
+        KafkaError: The broker did not report the offsets.
+    """
+    deadline = time.monotonic() + timeout_s
+    with _consumer(bootstrap, isolation_level, timeout_s) as consumer:
+        partitions = _partitions_or_fail(consumer, bootstrap, topic, deadline)
+        try:
+            ends = consumer.end_offsets(partitions, timeout_ms=_ms(deadline - time.monotonic()))
+        except kerrors.KafkaError as e:
+            raise KafkaError(f"end offsets of {topic!r} on {bootstrap}: {e}") from e
+    return {tp.partition: int(ends[tp]) for tp in partitions}
+
+
+def read_to_end_offsets(
+    bootstrap: str,
+    topic: str,
+    isolation_level: IsolationLevel = "read_committed",
+    timeout_s: float = 60.0,
+) -> TopicSnapshot:
+    """Read every partition of a topic from its beginning exactly to its end offset.
+
+    The end offsets are fixed first (see :func:`end_offsets`); reading stops when
+    every partition's position has reached its end, never at a record count, so a
+    duplicate written after any number of records is read too. Records written
+    after the end offsets were fixed are left out.
+
+    Raises:
+        BrokerUnavailableError: No broker answered in time.
+        TopicNotFoundError: The topic did not exist within ``timeout_s``.
+        KafkaError: A partition was not read to its end within ``timeout_s``: the
+            snapshot would be incomplete, so none is returned.
+    """
+    deadline = time.monotonic() + timeout_s
+    with _consumer(bootstrap, isolation_level, timeout_s) as consumer:
+        partitions = _partitions_or_fail(consumer, bootstrap, topic, deadline)
+        try:
+            ends = consumer.end_offsets(partitions, timeout_ms=_ms(deadline - time.monotonic()))
+            consumer.assign(partitions)
+            consumer.seek_to_beginning(*partitions)
+            records = _read_until(consumer, ends, deadline)
+        except kerrors.KafkaError as e:
+            raise KafkaError(f"reading {topic!r} from {bootstrap} to its end failed: {e}") from e
+    if records is None:
+        raise KafkaError(
+            f"{topic!r} on {bootstrap} was not read to its end offsets "
+            f"{ {tp.partition: ends[tp] for tp in partitions} } within {timeout_s:g}s"
+        )
+    records.sort(key=lambda r: (r.partition, r.offset))
+    return TopicSnapshot(
+        topic=topic,
+        isolation_level=isolation_level,
+        end_offsets={tp.partition: int(ends[tp]) for tp in partitions},
+        records=records,
+    )
+
+
+def _read_until(consumer: Any, ends: Mapping[Any, int], deadline: float) -> list[Record] | None:
+    """Poll until every partition's position reaches its end; None on the deadline."""
+    records: list[Record] = []
+    while True:
+        # Positions move past aborted records and commit markers too, so an end
+        # offset that follows a marker is reached without a record at it.
+        pending = [tp for tp, end in ends.items() if _position(consumer, tp, deadline) < end]
+        if not pending:
+            return records
+        now = time.monotonic()
+        if now >= deadline:
+            return None
+        batch = consumer.poll(timeout_ms=_ms(min(0.5, deadline - now)))
+        for tp, rs in batch.items():
+            # Later commits may have moved the end; what lies beyond ours is not read.
+            records.extend(_record(r) for r in rs if r.offset < ends[tp])
+
+
+def _position(consumer: Any, tp: Any, deadline: float) -> int:
+    position = consumer.position(tp, timeout_ms=_ms(max(0.1, deadline - time.monotonic())))
+    return -1 if position is None else int(position)
 
 
 def _read_to_end(consumer: Any, partitions: list[Any], deadline: float) -> bool:

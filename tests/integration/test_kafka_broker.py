@@ -19,13 +19,15 @@ from flinkai.errors import SetupError
 from flinkai.kafka.admin import (
     consume_all,
     create_topics,
+    end_offsets,
     list_topics,
     produce,
+    read_to_end_offsets,
     wait_for_broker,
 )
 from flinkai.kafka.broker import LocalKafka, free_port, port_in_use
 from flinkai.kafka.errors import KafkaError, TopicNotFoundError
-from flinkai.testing import unique_topic
+from flinkai.testing import compare_ids, unique_topic
 
 pytestmark = pytest.mark.integration
 
@@ -182,6 +184,65 @@ def test_transactions_commit_and_abort(kafka_broker: LocalKafka, topic: str) -> 
     assert [r.value for r in final] == [b"committed-1", b"committed-2", b"pending"]
     # Transaction markers take offsets too, so committed records are not contiguous.
     assert [r.offset for r in final][:2] == [0, 1] and final[2].offset > 3
+
+
+def test_read_to_end_offsets_sees_a_duplicate_after_the_nth_record(
+    kafka_broker: LocalKafka, topic: str
+) -> None:
+    bootstrap = kafka_broker.bootstrap
+    create_topics(bootstrap, [topic], partitions=3)
+    ids = [f"e-{i}".encode() for i in range(50)]
+    produce(bootstrap, topic, ids, key=lambda v: v)
+    produce(bootstrap, topic, [b"e-7"], key=b"e-7")  # a replay after all 50
+
+    snapshot = read_to_end_offsets(bootstrap, topic, timeout_s=30)
+    assert sum(snapshot.end_offsets.values()) == 51
+    assert len(snapshot.records) == 51
+    report = compare_ids(
+        [i.decode() for i in ids], (r.value.decode() for r in snapshot.records if r.value)
+    )
+    assert report.duplicated == {"e-7": 1}, str(report)
+
+
+def test_read_to_end_offsets_stops_at_the_last_stable_offset(
+    kafka_broker: LocalKafka, topic: str
+) -> None:
+    bootstrap = kafka_broker.bootstrap
+    create_topics(bootstrap, [topic])
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, transactional_id=f"tx-{uuid.uuid4().hex[:8]}"
+    )
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic, b"committed")
+        producer.commit_transaction()
+        producer.begin_transaction()
+        producer.send(topic, b"aborted")
+        producer.flush()
+        producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send(topic, b"open")
+        producer.flush()
+
+        # An open transaction: its records lie between the two ends.
+        stable = end_offsets(bootstrap, topic)[0]
+        high = end_offsets(bootstrap, topic, "read_uncommitted")[0]
+        assert stable < high
+        committed = read_to_end_offsets(bootstrap, topic, timeout_s=30)
+        assert committed.end_offsets == {0: stable}
+        assert [r.value for r in committed.records] == [b"committed"]
+        raw = read_to_end_offsets(bootstrap, topic, "read_uncommitted", timeout_s=30)
+        assert [r.value for r in raw.records] == [b"committed", b"aborted", b"open"]
+
+        producer.commit_transaction()
+    finally:
+        producer.close(timeout=10)
+
+    # Every transaction resolved: both ends meet past the last commit marker.
+    final = read_to_end_offsets(bootstrap, topic, timeout_s=30)
+    assert [r.value for r in final.records] == [b"committed", b"open"]
+    assert final.end_offsets == end_offsets(bootstrap, topic, "read_uncommitted")
 
 
 def test_port_taken_by_another_process(tmp_path: Path) -> None:
