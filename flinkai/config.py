@@ -165,6 +165,10 @@ class RuntimeConfig:
     #: flinkai's, see flinkai.metrics); 0 leaves it off. On a MiniCluster the port
     #: serves the whole local job; on a cluster its own Flink config decides.
     prometheus_port: int = 0
+    #: What a Python function does when a row raises unexpectedly: ``dead_letter``
+    #: routes the row to the DLQ as ``internal_error`` and goes on; ``fail`` fails
+    #: the task (Flink restarts it, and a poison record fails it again).
+    udf_errors: Literal["dead_letter", "fail"] = "dead_letter"
     #: Extra Flink configuration, applied verbatim (``key: value``).
     flink_conf: Mapping[str, str] = field(default_factory=dict)
 

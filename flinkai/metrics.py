@@ -90,6 +90,11 @@ DRIFT_Z = MetricSpec(
 WINDOW_LENGTH_MS = MetricSpec(
     "window_length_ms", "gauge", "length chosen for the next adaptive window, ms"
 )
+INTERNAL_ERRORS = MetricSpec(
+    "internal_errors",
+    "counter",
+    "rows a Python function raised on unexpectedly (dead-lettered as internal_error)",
+)
 
 #: Every metric flinkai registers, by name.
 METRICS: dict[str, MetricSpec] = {
@@ -105,6 +110,7 @@ METRICS: dict[str, MetricSpec] = {
         DRIFT_JSD,
         DRIFT_Z,
         WINDOW_LENGTH_MS,
+        INTERNAL_ERRORS,
     )
 }
 

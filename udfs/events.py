@@ -11,8 +11,11 @@ import pandas as pd
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
-from flinkai.functions.events import ClickEvent, parse_clicks, payload_base64
+from flinkai.functions.events import ClickEvent, Reason, payload_base64
+from flinkai.functions.events import parse_click as _parse_click
+from flinkai.functions.guard import internal_error_detail
 from flinkai.runtime.environment import config_from_function_context
+from flinkai.runtime.udf import row_guard
 
 __all__ = ["parse_click", "to_base64_bytes"]
 
@@ -33,18 +36,30 @@ CLICK_ROW = DataTypes.ROW(
 
 class _ParseClick(ScalarFunction):
     def open(self, function_context: FunctionContext) -> None:
-        self._max_text_bytes = config_from_function_context(
-            function_context
-        ).embedding.max_text_bytes
+        config = config_from_function_context(function_context)
+        self._max_text_bytes = config.embedding.max_text_bytes
+        self._guard = row_guard(function_context, config, "parse_click")
+
+    def _row(self, payload: bytes | None) -> tuple[object, ...]:
+        r = _parse_click(payload, self._max_text_bytes)
+        if isinstance(r, ClickEvent):
+            return (r.user_id, r.click_text, r.event_time, None, None, None)
+        return (None, None, None, r.reason.value, r.detail, payload_base64(payload))
 
     def eval(self, payloads: pd.Series) -> pd.DataFrame:
-        rows = []
-        for payload, r in zip(payloads, parse_clicks(payloads, self._max_text_bytes), strict=True):
-            if isinstance(r, ClickEvent):
-                rows.append((r.user_id, r.click_text, r.event_time, None, None, None))
-            else:
-                rows.append((None, None, None, r.reason.value, r.detail, payload_base64(payload)))
+        rows = self._guard.rows(list(payloads), self._row, _internal_error_row)
         return pd.DataFrame(rows, columns=[f.name for f in CLICK_ROW.fields])
+
+
+def _internal_error_row(payload: bytes | None, exc: Exception) -> tuple[object, ...]:
+    return (
+        None,
+        None,
+        None,
+        Reason.INTERNAL_ERROR.value,
+        internal_error_detail(exc),
+        payload_base64(payload),
+    )
 
 
 parse_click = udf(_ParseClick(), result_type=CLICK_ROW, func_type="pandas")

@@ -9,11 +9,14 @@ the exact payload in base64.
 
 import pandas as pd
 from pyflink.table import DataTypes
-from pyflink.table.udf import udf
+from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
-from flinkai.functions.events import Invalid, payload_base64
+from flinkai.functions.events import Invalid, Reason, payload_base64
 from flinkai.functions.feature_events import FeatureEvent
 from flinkai.functions.feature_events import parse_feature_event as _parse
+from flinkai.functions.guard import internal_error_detail
+from flinkai.runtime.environment import config_from_function_context
+from flinkai.runtime.udf import row_guard
 
 __all__ = ["parse_feature_event"]
 
@@ -37,8 +40,19 @@ def _row(payload: bytes | None) -> tuple[object, ...]:
     return (None, None, result.reason.value, result.detail, payload_base64(payload))
 
 
-@udf(result_type=FEATURE_EVENT_ROW, func_type="pandas")
-def parse_feature_event(payloads: pd.Series) -> pd.DataFrame:
-    return pd.DataFrame(
-        [_row(p) for p in payloads], columns=[f.name for f in FEATURE_EVENT_ROW.fields]
-    )
+def _internal_error_row(payload: bytes | None, exc: Exception) -> tuple[object, ...]:
+    detail = internal_error_detail(exc)
+    return (None, None, Reason.INTERNAL_ERROR.value, detail, payload_base64(payload))
+
+
+class _ParseFeatureEvent(ScalarFunction):
+    def open(self, function_context: FunctionContext) -> None:
+        config = config_from_function_context(function_context)
+        self._guard = row_guard(function_context, config, "parse_feature_event")
+
+    def eval(self, payloads: pd.Series) -> pd.DataFrame:
+        rows = self._guard.rows(list(payloads), _row, _internal_error_row)
+        return pd.DataFrame(rows, columns=[f.name for f in FEATURE_EVENT_ROW.fields])
+
+
+parse_feature_event = udf(_ParseFeatureEvent(), result_type=FEATURE_EVENT_ROW, func_type="pandas")

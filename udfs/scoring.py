@@ -12,6 +12,7 @@ by every instance there. Invalid rows (null, wrong length, NaN) come back with
 ``error`` set and no score; they are never dropped.
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,9 +22,12 @@ from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
 from flinkai import metrics
 from flinkai.errors import ConfigError
+from flinkai.functions.events import Reason
+from flinkai.functions.guard import internal_error_detail
 from flinkai.functions.predict import PredictConfig, PredictFunction
 from flinkai.functions.rows import row_field
 from flinkai.runtime.environment import config_from_function_context
+from flinkai.runtime.udf import row_guard
 
 __all__ = ["predict"]
 
@@ -45,11 +49,20 @@ def _predict_config(config: Any) -> PredictConfig:
 
 class _Predict(ScalarFunction):
     def open(self, function_context: FunctionContext) -> None:
-        self._fn = PredictFunction(_predict_config(config_from_function_context(function_context)))
+        config = config_from_function_context(function_context)
+        self._fn = PredictFunction(_predict_config(config))
         self._fn.open()
+        self._guard = row_guard(function_context, config, "predict")
         group = metrics.flinkai_group(function_context.get_metric_group())
         self._rows = group.counter(metrics.SCORED_ROWS.name)
         self._failed = group.counter(metrics.SCORING_FAILED_ROWS.name)
+
+    def _score(self, rows: Sequence[object]) -> list[tuple[object, str | None, str | None]]:
+        result = self._fn(rows)
+        return [
+            (score, result.model_version, error)
+            for score, error in zip(result.scores, result.errors, strict=True)
+        ]
 
     def eval(
         self, features: pd.Series | pd.DataFrame, field: str | pd.Series | None = None
@@ -58,20 +71,18 @@ class _Predict(ScalarFunction):
             features = row_field(features, field, "predict")
         # Arrow hands ARRAY<FLOAT> over as numpy arrays (None for a null array).
         rows = [None if v is None else np.asarray(v) for v in features]
-        result = self._fn(rows)
-        failed = sum(e is not None for e in result.errors)
-        self._rows.inc(len(rows) - failed)
+        out = self._guard.batch(rows, self._score, _internal_error_row)
+        failed = sum(r[2] is not None for r in out)
+        self._rows.inc(len(out) - failed)
         self._failed.inc(failed)
-        return pd.DataFrame(
-            {
-                "score": result.scores,
-                "model_version": [result.model_version] * len(rows),
-                "error": result.errors,
-            }
-        )
+        return pd.DataFrame(out, columns=["score", "model_version", "error"])
 
     def close(self) -> None:
         self._fn.close()
+
+
+def _internal_error_row(_: object, exc: Exception) -> tuple[None, None, str]:
+    return (None, None, f"{Reason.INTERNAL_ERROR.value}: {internal_error_detail(exc)}")
 
 
 predict = udf(_Predict(), result_type=SCORE_ROW, func_type="pandas")

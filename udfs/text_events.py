@@ -7,15 +7,16 @@ error_detail STRING>: the event with its time as epoch milliseconds, or NULLs an
 the reason (the same codes as ``parse_click``) for the dead-letter topic.
 """
 
-import json
 from datetime import datetime
 
 import pandas as pd
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
-from flinkai.functions.events import ClickEvent, Invalid, parse_click
+from flinkai.functions.events import ClickEvent, Invalid, Reason, decode_object, validate_click
+from flinkai.functions.guard import RowGuard, internal_error_detail
 from flinkai.runtime.environment import config_from_function_context
+from flinkai.runtime.udf import row_guard
 
 __all__ = ["parse_text_event", "parse_text_events"]
 
@@ -34,37 +35,41 @@ _RENAMES = {"stream_id": "user_id", "text": "click_text"}
 
 
 def _one(payload: bytes | None, max_text_bytes: int) -> tuple[object, ...]:
-    remapped = payload
-    try:
-        obj = json.loads(payload) if payload else None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        obj = None  # parse_click below reports the exact reason
-    if isinstance(obj, dict):
-        for ours, theirs in _RENAMES.items():
-            obj[theirs] = obj.pop(ours, None)
-        remapped = json.dumps(obj).encode()
-    result = parse_click(remapped, max_text_bytes)
+    obj = decode_object(payload)
+    result: ClickEvent | Invalid
+    if isinstance(obj, Invalid):
+        result = obj
+    else:
+        renamed = {_RENAMES.get(k, k): v for k, v in obj.items() if k not in _RENAMES.values()}
+        result = validate_click(renamed, max_text_bytes)
     if isinstance(result, ClickEvent):
         ms = round(datetime.fromisoformat(result.event_time).timestamp() * 1000)
         return (result.user_id, result.click_text, ms, None, None)
-    assert isinstance(result, Invalid)
     detail = result.detail
     for ours, theirs in _RENAMES.items():
         detail = detail.replace(theirs, ours)
     return (None, None, None, result.reason.value, detail)
 
 
-def parse_text_events(payloads: list[bytes | None], max_text_bytes: int) -> pd.DataFrame:
+def parse_text_events(
+    payloads: list[bytes | None], max_text_bytes: int, guard: RowGuard | None = None
+) -> pd.DataFrame:
     """Validate a batch of raw text events (one Arrow batch).
 
     Args:
         payloads: Raw Kafka record values.
         max_text_bytes: Longest accepted text, in UTF-8 bytes.
+        guard: Turns a row's unexpected exception into an ``internal_error`` row.
 
     Returns:
         One row per payload with the columns of ``TEXT_EVENT_ROW``.
     """
-    rows = [_one(p, max_text_bytes) for p in payloads]
+    guard = guard or RowGuard("parse_text_event")
+    rows = guard.rows(
+        payloads,
+        lambda p: _one(p, max_text_bytes),
+        lambda _, e: (None, None, None, Reason.INTERNAL_ERROR.value, internal_error_detail(e)),
+    )
     frame = pd.DataFrame(rows, columns=[f.name for f in TEXT_EVENT_ROW.fields])
     # Python ints and None (object dtype): a float column would lose precision and
     # pandas' nullable Int64 is rejected by PyFlink's Arrow conversion.
@@ -74,12 +79,12 @@ def parse_text_events(payloads: list[bytes | None], max_text_bytes: int) -> pd.D
 
 class _ParseTextEvent(ScalarFunction):
     def open(self, function_context: FunctionContext) -> None:
-        self._max_text_bytes = config_from_function_context(
-            function_context
-        ).embedding.max_text_bytes
+        config = config_from_function_context(function_context)
+        self._max_text_bytes = config.embedding.max_text_bytes
+        self._guard = row_guard(function_context, config, "parse_text_event")
 
     def eval(self, payloads: pd.Series) -> pd.DataFrame:
-        return parse_text_events(list(payloads), self._max_text_bytes)
+        return parse_text_events(list(payloads), self._max_text_bytes, self._guard)
 
 
 parse_text_event = udf(_ParseTextEvent(), result_type=TEXT_EVENT_ROW, func_type="pandas")

@@ -15,6 +15,7 @@ waiting for its own bundle (benchmarks/README.md: p99 at 20 events/s 0.65 s, aga
 """
 
 import time
+from collections.abc import Sequence
 
 import pandas as pd
 from pyflink.table import DataTypes
@@ -22,8 +23,11 @@ from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
 from flinkai import metrics
 from flinkai.functions.embedding import EmbeddingFunction
+from flinkai.functions.events import Reason
+from flinkai.functions.guard import internal_error_detail
 from flinkai.functions.rows import row_field
 from flinkai.runtime.environment import config_from_function_context
+from flinkai.runtime.udf import row_guard
 
 __all__ = ["text_to_vector"]
 
@@ -38,36 +42,43 @@ EMBEDDING_ROW = DataTypes.ROW(
 
 class _TextToVector(ScalarFunction):
     def open(self, function_context: FunctionContext) -> None:
-        self._fn = EmbeddingFunction(config_from_function_context(function_context))
+        config = config_from_function_context(function_context)
+        self._fn = EmbeddingFunction(config)
         self._fn.open()
+        self._guard = row_guard(function_context, config, "text_to_vector")
         group = metrics.flinkai_group(function_context.get_metric_group())
         self._rows = group.counter(metrics.EMBEDDED_ROWS.name)
         self._failed = group.counter(metrics.EMBEDDING_FAILED_ROWS.name)
         self._batch_ms = metrics.gauge(group, metrics.EMBEDDING_BATCH_MS)
+
+    def _embed(self, texts: Sequence[object]) -> list[tuple[object, str | None, str | None]]:
+        started = time.perf_counter()
+        result = self._fn(list(texts))  # type: ignore[arg-type]
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        if any(e is None for e in result.errors):  # a batch of only invalid rows never ran
+            self._batch_ms(elapsed_ms)
+        return [
+            (vector, result.model_version, error)
+            for vector, error in zip(result.embeddings, result.errors, strict=True)
+        ]
 
     def eval(
         self, texts: pd.Series | pd.DataFrame, field: str | pd.Series | None = None
     ) -> pd.DataFrame:
         if isinstance(texts, pd.DataFrame):  # a ROW argument: embed the named field
             texts = row_field(texts, field, "text_to_vector")
-        started = time.perf_counter()
-        result = self._fn(list(texts))
-        elapsed_ms = (time.perf_counter() - started) * 1000
-        failed = sum(e is not None for e in result.errors)
-        if failed < len(texts):  # a batch of only invalid rows never reached the model
-            self._batch_ms(elapsed_ms)
-        self._rows.inc(len(texts) - failed)
+        rows = self._guard.batch(list(texts), self._embed, _internal_error_row)
+        failed = sum(r[2] is not None for r in rows)
+        self._rows.inc(len(rows) - failed)
         self._failed.inc(failed)
-        return pd.DataFrame(
-            {
-                "embedding": result.embeddings,
-                "model_version": [result.model_version] * len(texts),
-                "error": result.errors,
-            }
-        )
+        return pd.DataFrame(rows, columns=["embedding", "model_version", "error"])
 
     def close(self) -> None:
         self._fn.close()
+
+
+def _internal_error_row(_: object, exc: Exception) -> tuple[None, None, str]:
+    return (None, None, f"{Reason.INTERNAL_ERROR.value}: {internal_error_detail(exc)}")
 
 
 text_to_vector = udf(_TextToVector(), result_type=EMBEDDING_ROW, func_type="pandas")

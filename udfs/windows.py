@@ -20,7 +20,9 @@ from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
 from flinkai.functions.adaptive_window import AdaptiveWindowConfig
 from flinkai.functions.adaptive_window import adaptive_window_ms as _window_ms
+from flinkai.functions.guard import RowGuard
 from flinkai.runtime.environment import config_from_function_context
+from flinkai.runtime.udf import row_guard
 
 __all__ = ["AdaptiveWindowMs", "adaptive_window_ms", "window_config"]
 
@@ -41,11 +43,24 @@ class AdaptiveWindowMs(ScalarFunction):
     def __init__(self, clock: Callable[[], float] | None = None) -> None:
         self._clock = clock or time.time
         self._cfg = AdaptiveWindowConfig()
+        self._guard = RowGuard("adaptive_window_ms")
 
     def open(self, function_context: FunctionContext) -> None:
-        self._cfg = window_config(config_from_function_context(function_context))
+        config = config_from_function_context(function_context)
+        self._cfg = window_config(config)
+        self._guard = row_guard(function_context, config, "adaptive_window_ms")
 
-    def eval(self, event_time: int | datetime | None, processing_delay_ms: float | None) -> int:
+    def eval(
+        self, event_time: int | datetime | None, processing_delay_ms: float | None
+    ) -> int | None:
+        # A value with no length (a NaN delay) gives NULL, counted in internal_errors:
+        # this function has no error column for the dead-letter topic.
+        (length,) = self._guard.rows(
+            [(event_time, processing_delay_ms)], lambda a: self._length(*a), lambda _, __: None
+        )
+        return length
+
+    def _length(self, event_time: int | datetime | None, processing_delay_ms: float | None) -> int:
         delay = processing_delay_ms
         if delay is None and event_time is not None:
             event_ms = (

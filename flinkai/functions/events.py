@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -19,9 +19,10 @@ __all__ = [
     "Invalid",
     "Reason",
     "decode_object",
+    "is_utf8_safe",
     "parse_click",
-    "parse_clicks",
     "payload_base64",
+    "validate_click",
 ]
 
 
@@ -31,12 +32,16 @@ class Reason(StrEnum):
     EMPTY_PAYLOAD = "empty_payload"
     INVALID_UTF8 = "invalid_utf8"
     NOT_JSON = "not_json"
+    TOO_DEEPLY_NESTED = "too_deeply_nested"
     NOT_OBJECT = "not_object"
     MISSING_FIELD = "missing_field"
     INVALID_FIELD = "invalid_field"
     EMPTY_TEXT = "empty_text"
     OVERSIZED_TEXT = "oversized_text"
     INFERENCE_FAILED = "inference_failed"
+    #: An unexpected exception on this row inside a Python function (a bug, not bad
+    #: input); the row is dead-lettered instead of failing the task (flinkai.functions.guard).
+    INTERNAL_ERROR = "internal_error"
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,20 @@ def _event_time(value: object) -> str | None:
             dt = dt.replace(tzinfo=UTC)  # naive times are taken as UTC, documented in the README
     else:
         return None
-    return dt.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    try:
+        utc = dt.astimezone(UTC)
+    except OverflowError:  # e.g. year 1 with a positive offset falls before year 1 in UTC
+        return None
+    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def is_utf8_safe(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (it holds no lone surrogate)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def payload_base64(payload: bytes | None) -> str | None:
@@ -97,6 +115,14 @@ def decode_object(payload: bytes | None) -> dict[str, object] | Invalid:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
         return Invalid(Reason.NOT_JSON, f"line {e.lineno} column {e.colno}: {e.msg}")
+    except RecursionError:
+        # The C decoder recurses once per level; a few KB of '[' exhaust the stack.
+        return Invalid(
+            Reason.TOO_DEEPLY_NESTED, "JSON nesting is deeper than the parser's recursion limit"
+        )
+    except ValueError as e:
+        # e.g. an integer literal over Python's 4,300-digit conversion limit
+        return Invalid(Reason.NOT_JSON, str(e))
     if not isinstance(obj, dict):
         return Invalid(Reason.NOT_OBJECT, f"expected a JSON object, got {type(obj).__name__}")
     return obj
@@ -107,6 +133,11 @@ def parse_click(payload: bytes | None, max_text_bytes: int) -> ClickEvent | Inva
     obj = decode_object(payload)
     if isinstance(obj, Invalid):
         return obj
+    return validate_click(obj, max_text_bytes)
+
+
+def validate_click(obj: Mapping[str, object], max_text_bytes: int) -> ClickEvent | Invalid:
+    """Validate a decoded event object (the fields of ``REQUIRED_FIELDS``)."""
     missing = [f for f in REQUIRED_FIELDS if obj.get(f) is None]
     if missing:
         return Invalid(Reason.MISSING_FIELD, ", ".join(missing))
@@ -115,6 +146,11 @@ def parse_click(payload: bytes | None, max_text_bytes: int) -> ClickEvent | Inva
         return Invalid(Reason.INVALID_FIELD, "user_id must be a string or an integer")
     if not isinstance(click_text, str):
         return Invalid(Reason.INVALID_FIELD, "click_text must be a string")
+    for name, value in (("user_id", user_id), ("click_text", click_text)):
+        if isinstance(value, str) and not is_utf8_safe(value):
+            # JSON escapes can spell lone surrogates ("\ud800"): valid JSON, but no
+            # UTF-8 string, so Arrow would fail the task when the row leaves Python.
+            return Invalid(Reason.INVALID_FIELD, f"{name} holds a lone UTF-16 surrogate")
     event_time = _event_time(obj["event_time"])
     if event_time is None:
         return Invalid(Reason.INVALID_FIELD, "event_time must be ISO-8601 or epoch milliseconds")
@@ -124,10 +160,3 @@ def parse_click(payload: bytes | None, max_text_bytes: int) -> ClickEvent | Inva
     if size > max_text_bytes:
         return Invalid(Reason.OVERSIZED_TEXT, f"click_text is {size} bytes; limit {max_text_bytes}")
     return ClickEvent(str(user_id), click_text, event_time)
-
-
-def parse_clicks(
-    payloads: Iterable[bytes | None], max_text_bytes: int
-) -> Sequence[ClickEvent | Invalid]:
-    """Validate a batch (one Arrow batch of a pandas UDF)."""
-    return [parse_click(p, max_text_bytes) for p in payloads]

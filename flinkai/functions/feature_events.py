@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flinkai.functions.events import Invalid, Reason, decode_object
+from flinkai.functions.events import Invalid, Reason, decode_object, is_utf8_safe
 
 __all__ = ["FeatureEvent", "parse_feature_event"]
 
@@ -33,9 +33,16 @@ def parse_feature_event(payload: bytes | None) -> FeatureEvent | Invalid:
     ident, features = obj["id"], obj["features"]
     if not isinstance(ident, str | int) or isinstance(ident, bool):
         return Invalid(Reason.INVALID_FIELD, "id must be a string or an integer")
+    if isinstance(ident, str) and not is_utf8_safe(ident):
+        return Invalid(Reason.INVALID_FIELD, "id holds a lone UTF-16 surrogate")
     if not isinstance(features, list):
         return Invalid(Reason.INVALID_FIELD, "features must be a list of numbers")
+    values: list[float] = []
     for i, v in enumerate(features):
         if not isinstance(v, int | float) or isinstance(v, bool):
             return Invalid(Reason.INVALID_FIELD, f"features[{i}] is not a number")
-    return FeatureEvent(str(ident), [float(v) for v in features])
+        try:
+            values.append(float(v))
+        except OverflowError:  # an integer literal beyond float range (up to 4,300 digits)
+            return Invalid(Reason.INVALID_FIELD, f"features[{i}] is out of float range")
+    return FeatureEvent(str(ident), values)

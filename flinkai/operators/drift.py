@@ -66,6 +66,7 @@ from flinkai.config import coerce_value
 from flinkai.drift.detector import DriftConfig, DriftEvent, JSDDriftDetector
 from flinkai.errors import ConfigError
 from flinkai.functions.adaptive_window import AdaptiveWindowConfig, AdaptiveWindowSizer
+from flinkai.functions.guard import ErrorPolicy, RowGuard
 
 if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment, Table
@@ -413,6 +414,10 @@ def parse_options(
     return OperatorOptions(options["key"], options["time"], options["embedding"], drift, window)
 
 
+def _no_rows(_: object, __: Exception) -> list[Any]:
+    return []
+
+
 def _epoch_ms(value: Any) -> int | None:
     if value is None or isinstance(value, bool):
         return None
@@ -440,7 +445,9 @@ def _flink_conf(t_env: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in conf.items() if str(k).startswith("flinkai.")}
 
 
-def _make_process_function(opts: OperatorOptions, emit: Literal["drift", "windows"]) -> Any:
+def _make_process_function(
+    opts: OperatorOptions, emit: Literal["drift", "windows"], udf_errors: ErrorPolicy
+) -> Any:
     """The ``KeyedProcessFunction``; built here so this module imports without PyFlink."""
     from pyflink.common import Row, Types
     from pyflink.datastream import KeyedProcessFunction, RuntimeContext, TimeDomain
@@ -463,6 +470,8 @@ def _make_process_function(opts: OperatorOptions, emit: Literal["drift", "window
             self._jsd = metrics.gauge(group, metrics.DRIFT_JSD)
             self._z = metrics.gauge(group, metrics.DRIFT_Z)
             self._window_ms = metrics.gauge(group, metrics.WINDOW_LENGTH_MS)
+            internal = group.counter(metrics.INTERNAL_ERRORS.name)
+            self._guard = RowGuard(f"flinkai-{emit}", udf_errors, internal.inc)
 
         def _load(self, key: str) -> KeyState:
             state = self._state.value()
@@ -483,6 +492,13 @@ def _make_process_function(opts: OperatorOptions, emit: Literal["drift", "window
                 yield Row(*step.window.as_tuple())
 
         def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+            # Rows reach this operator only after the embed step succeeded, and the
+            # job's dead letters are written upstream; a row this step raises on is
+            # counted (internal_errors) and logged, and the job goes on.
+            out = self._guard.rows([value], lambda v: list(self._process(v, ctx)), _no_rows)
+            yield from out[0]
+
+        def _process(self, value: Row, ctx: Any) -> Iterator[Row]:
             key, event_ms, embedding = str(value[0]), _epoch_ms(value[1]), value[2]
             if event_ms is None or embedding is None or len(embedding) == 0:
                 self._skipped.inc()  # rows the embedding step failed on carry no vector
@@ -530,7 +546,9 @@ def _apply(
     from pyflink.common import Types
     from pyflink.table.expressions import col
 
-    opts = parse_options(options, _flink_conf(t_env), _client_config(t_env))
+    client = _client_config(t_env)
+    opts = parse_options(options, _flink_conf(t_env), client)
+    udf_errors: ErrorPolicy = client.runtime.udf_errors if client is not None else "dead_letter"
     columns = table.get_resolved_schema().get_column_names()
     absent = [c for c in (opts.key, opts.time, opts.embedding) if c not in columns]
     if absent:
@@ -568,7 +586,8 @@ def _apply(
     out = (
         rows.key_by(lambda r: str(r[0]), key_type=Types.STRING())
         .process(
-            _make_process_function(opts, emit), output_type=Types.ROW_NAMED(list(names), types)
+            _make_process_function(opts, emit, udf_errors),
+            output_type=Types.ROW_NAMED(list(names), types),
         )
         .name(f"flinkai-{emit}")
     )
