@@ -17,10 +17,11 @@ from pathlib import Path
 
 from flinkai.config import Config
 from flinkai.errors import FlinkAIError
+from flinkai.functions.events import ClickEvent, parse_click
 from flinkai.kafka.admin import consume_all, create_topics, produce
 from flinkai.runtime.runner import RunOptions, run_script
 
-__all__ = ["DemoReport", "poison_events", "run_demo", "sample_events"]
+__all__ = ["DemoReport", "accounting_problems", "poison_events", "run_demo", "sample_events"]
 
 
 def sample_events() -> list[bytes]:
@@ -45,15 +46,69 @@ def poison_events(max_text_bytes: int) -> list[tuple[str, bytes]]:
 class DemoReport:
     """What the demo produced and found."""
 
-    produced: int
+    events: list[bytes]
     embedded: list[dict[str, object]]
     dead_letters: list[dict[str, object]]
     job_seconds: float
     topics: tuple[str, str, str]
+    max_text_bytes: int
+
+    @property
+    def produced(self) -> int:
+        return len(self.events)
+
+    @property
+    def problems(self) -> list[str]:
+        """Events not accounted for exactly once; see :func:`accounting_problems`."""
+        return accounting_problems(
+            self.events, self.embedded, self.dead_letters, self.max_text_bytes
+        )
 
     @property
     def accounted(self) -> bool:
-        return len(self.embedded) + len(self.dead_letters) == self.produced
+        return not self.problems
+
+
+def accounting_problems(
+    events: list[bytes],
+    embedded: list[dict[str, object]],
+    dead_letters: list[dict[str, object]],
+    max_text_bytes: int,
+) -> list[str]:
+    """Check that each produced event came out exactly once, embedded or dead-lettered.
+
+    Dead letters name their input by ``source_offset``. An embedding names it by
+    ``(user_id, event_time)``, which it shares with its valid input; it accounts for
+    one input with that key that was not dead-lettered. Equal totals are not enough:
+    a duplicate would hide a loss.
+
+    Returns:
+        One line per problem (a lost, duplicated or unknown record); empty when exact.
+    """
+    problems: list[str] = []
+    accounts: collections.Counter[int] = collections.Counter()
+    for dead in dead_letters:
+        offset = dead.get("source_offset")
+        if not isinstance(offset, int) or not 0 <= offset < len(events):
+            problems.append(f"dead letter with unknown source_offset {offset!r}")
+        else:
+            accounts[offset] += 1
+    by_key: dict[tuple[str, str], list[int]] = collections.defaultdict(list)
+    for offset, payload in enumerate(events):
+        event = parse_click(payload, max_text_bytes)
+        if isinstance(event, ClickEvent) and not accounts[offset]:
+            by_key[(event.user_id, event.event_time)].append(offset)
+    for row in embedded:
+        key = (str(row.get("user_id")), str(row.get("event_time")))
+        if by_key.get(key):
+            accounts[by_key[key].pop(0)] += 1
+        else:
+            problems.append(f"embedding of user_id={key[0]} event_time={key[1]} matches no input")
+    for offset in range(len(events)):
+        if accounts[offset] != 1:
+            what = "lost" if accounts[offset] == 0 else f"output {accounts[offset]} times"
+            problems.append(f"event at offset {offset} {what}")
+    return problems
 
 
 def run_demo(
@@ -90,7 +145,7 @@ def run_demo(
         json.loads(r.value or b"null") for r in consume_all(bootstrap, topics[1], timeout_s=30)
     ]
     dead = [json.loads(r.value or b"null") for r in consume_all(bootstrap, topics[2], timeout_s=30)]
-    return DemoReport(len(events), embedded, dead, seconds, topics)
+    return DemoReport(events, embedded, dead, seconds, topics, config.embedding.max_text_bytes)
 
 
 def print_report(report: DemoReport, show: int = 3) -> None:
@@ -114,8 +169,11 @@ def print_report(report: DemoReport, show: int = 3) -> None:
         f"\nproduced {report.produced} | embedded {len(report.embedded)} | "
         f"dead-lettered {len(report.dead_letters)} | job {report.job_seconds:.1f} s"
     )
-    if not report.accounted:
+    problems = report.problems
+    if problems:
+        shown = "\n  ".join(problems[:10])
+        more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
         raise FlinkAIError(
-            f"{report.produced - len(report.embedded) - len(report.dead_letters)} event(s) unaccounted for"
+            f"{len(problems)} event(s) not accounted for exactly once:\n  {shown}{more}"
         )
     print("every event is accounted for: embedded or dead-lettered")
