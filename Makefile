@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.flinkai-installed
 EXTRAS ?= torch,triton,bench,dev
 
-.PHONY: demo test setup install jars model lint typecheck bench clean-cache
+.PHONY: demo test setup install jars model lint typecheck bench clean-cache deploy-check
 
 demo: setup  ## Run the main job on local Kafka + the Flink MiniCluster
 	$(BIN)/flinkai demo
@@ -38,6 +38,9 @@ lint:
 
 typecheck:
 	$(BIN)/mypy
+
+deploy-check: install  ## helm lint/template, kubeconform (offline schemas), hadolint
+	.ci/deploy-check
 
 clean-cache:  ## Remove jars, models and broker data (FLINKAI_HOME)
 	rm -rf "$${FLINKAI_HOME:-$$HOME/.cache/flinkai}"

@@ -2,7 +2,8 @@
 
 The chart and the images name things the code defines elsewhere: metric names,
 config keys, the job script, the Flink version, Maven profiles. These tests read
-both sides so a rename on one side fails here instead of on a cluster.
+both sides so a rename on one side fails here instead of on a cluster. Rendering and
+schema validation with the real tools: test_deploy_validation.py and .ci/deploy-check.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from flinkai import metrics
+from flinkai import gpu_metrics, metrics
 from flinkai.config import load_config
 from flinkai.runtime.environment import Target, flink_settings
 from flinkai.runtime.guarantees import check_delivery
@@ -31,6 +32,8 @@ FLINK_BUILTIN_METRICS = {
     "flink_taskmanager_job_task_operator_pendingRecords",
 }
 _METRIC_RE = re.compile(r"\bflink_(?:taskmanager|jobmanager)_[A-Za-z0-9_]+")
+#: Series a rule may select: Flink's reporter or flinkai.gpu_metrics.
+_SERIES_RE = re.compile(rf"{_METRIC_RE.pattern}|\b{gpu_metrics.GPU_UTILIZATION}\b")
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +74,7 @@ def test_every_metric_the_chart_names_is_flinkai_or_a_listed_flink_builtin() -> 
     assert metrics.prometheus_name(metrics.EMBEDDED_ROWS) in seen
     assert metrics.prometheus_name(metrics.EMBEDDING_BATCH_MS) in seen
     assert "flink_taskmanager_job_task_operator_pendingRecords" in seen
+    assert gpu_metrics.GPU_UTILIZATION in _chart_texts()["values.yaml"]
 
 
 def test_each_adapter_rule_selects_exactly_the_series_it_renames(values: dict[str, Any]) -> None:
@@ -87,7 +91,7 @@ def test_each_adapter_rule_selects_exactly_the_series_it_renames(values: dict[st
 
 
 def _series(rule: dict[str, Any]) -> str:
-    m = _METRIC_RE.match(rule["seriesQuery"].strip("'\""))
+    m = _SERIES_RE.match(rule["seriesQuery"].strip("'\""))
     assert m, f"rule without a metric name: {rule['seriesQuery']}"
     return m.group(0)
 
@@ -109,12 +113,16 @@ def test_hpa_metrics_are_served_by_the_adapter_rules(values: dict[str, Any]) -> 
         "External": {r["name"]["as"] for r in rules["external"]},
     }
     a = values["autoscaling"]
+    assert a["backlog"]["metricName"] == "ai_operator_backlog_depth"
     assert a["backlog"]["metricName"] in served["External"]
+    assert a["gpuUtilization"]["metricName"] == gpu_metrics.GPU_UTILIZATION
+    assert a["gpuUtilization"]["metricName"] in served["Pods"]
     assert a["embeddedRows"]["metricName"] in served["Pods"]
     assert a["embeddingBatchMs"]["metricName"] in served["Pods"]
+    assert values["metrics"]["gpu"]["port"] == gpu_metrics.DEFAULT_PORT
     hpa = (CHART / "templates" / "taskmanager-hpa.yaml").read_text()
     assert "apiVersion: autoscaling/v2" in hpa
-    for block in ("backlog", "embeddedRows", "embeddingBatchMs"):
+    for block in ("backlog", "gpuUtilization", "embeddedRows", "embeddingBatchMs"):
         # Names come from values, so the checks above cover what the HPA asks for.
         assert f"$a.{block}.metricName" in hpa
 
@@ -292,7 +300,21 @@ def test_jars_are_resolved_by_maven_from_the_package_pom(dockerfile: Path) -> No
 def test_image_runs_as_the_flink_user(dockerfile: Path) -> None:
     stages = _stages(dockerfile)
     users = re.findall(r"^USER\s+(\S+)", stages["runtime"][1], re.M)
-    assert users and users[-1] == "flink"
+    # Numeric, so the kubelet can check runAsNonRoot; the chart runs pods as the same id.
+    helpers = (CHART / "templates" / "_helpers.tpl").read_text()
+    uid = re.search(r"^runAsUser: (\d+)$", helpers, re.M)
+    gid = re.search(r"^runAsGroup: (\d+)$", helpers, re.M)
+    assert uid and gid
+    assert users and users[-1] == f"{uid.group(1)}:{gid.group(1)}"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_every_hadolint_exception_says_why(dockerfile: Path) -> None:
+    lines = dockerfile.read_text().splitlines()
+    ignores = [i for i, line in enumerate(lines) if "hadolint ignore=" in line]
+    for i in ignores:
+        # The line above an ignore is a comment that gives the reason.
+        assert lines[i - 1].startswith("# ") and "hadolint" not in lines[i - 1], lines[i]
 
 
 def test_dockerignore_keeps_generated_artifacts_out() -> None:

@@ -75,8 +75,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- fail (printf "autoscaling.maxReplicas (%d) x taskmanager.numberOfTaskSlots (%d) = %d exceeds kafka.sourcePartitions (%d): the extra source subtasks would get no partition and their TaskManagers would idle" $max $slots (mul $max $slots) $partitions) -}}
 {{- end -}}
 {{- $a := .Values.autoscaling -}}
-{{- if not (or $a.backlog.enabled $a.embeddedRows.enabled $a.embeddingBatchMs.enabled) -}}
-{{- fail "autoscaling is enabled but none of backlog, embeddedRows, embeddingBatchMs is" -}}
+{{- if not (or $a.backlog.enabled (include "flinkai.gpuMetrics" .) $a.embeddedRows.enabled $a.embeddingBatchMs.enabled) -}}
+{{- fail "autoscaling is enabled but none of backlog, gpuUtilization (with a TaskManager GPU), embeddedRows, embeddingBatchMs is" -}}
 {{- end -}}
 {{- if lt $max (int .Values.autoscaling.minReplicas) -}}
 {{- fail "autoscaling.maxReplicas must be >= autoscaling.minReplicas" -}}
@@ -138,6 +138,16 @@ envFrom:
   - secretRef:
       name: {{ .Values.flink.s3.credentialsSecret }}
 {{- end }}
+{{- end -}}
+
+{{/* "true" when TaskManagers have a GPU and run flinkai.gpu_metrics next to Flink. */}}
+{{- define "flinkai.gpuExporter" -}}
+{{- if and .Values.taskmanager.gpu.enabled .Values.metrics.gpu.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* "true" when the HPA reads gpu_utilization_ratio: a pod without a GPU has no series. */}}
+{{- define "flinkai.gpuMetrics" -}}
+{{- if and .Values.autoscaling.gpuUtilization.enabled (include "flinkai.gpuExporter" .) -}}true{{- end -}}
 {{- end -}}
 
 {{- define "flinkai.metricsAnnotations" -}}
