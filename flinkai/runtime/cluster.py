@@ -212,7 +212,7 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
 
 
 class FlinkRest:
-    """Read-only client for a Flink REST API (a session cluster or a MiniCluster).
+    """Client for a Flink REST API (a session cluster or a MiniCluster).
 
     A MiniCluster serves the same API when the job sets ``rest.port``.
 
@@ -238,6 +238,20 @@ class FlinkRest:
             raise SetupError(f"Flink REST {path}: HTTP {e.code}: {body}") from e
         except (urllib.error.URLError, OSError, ValueError) as e:
             raise SetupError(f"Flink REST {path}: {e}") from e
+
+    def cancel(self, job_id: str, timeout_s: float = 5.0) -> None:
+        """Ask the cluster to cancel a job (``PATCH /jobs/<id>``); returns at once.
+
+        Raises:
+            SetupError: The API did not answer or refused.
+        """
+        url = f"http://{self.address}/jobs/{job_id}?mode=cancel"
+        request = urllib.request.Request(url, method="PATCH")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s):
+                return
+        except (urllib.error.URLError, OSError) as e:
+            raise SetupError(f"Flink REST cancel {job_id}: {e}") from e
 
     def taskmanagers(self) -> list[str]:
         """Ids of the registered TaskManagers; empty when the API does not answer."""
@@ -337,6 +351,10 @@ class LocalFlinkCluster:
         start_timeout_s: How long :meth:`start` and :meth:`start_taskmanager` wait for
             the REST API and for a TaskManager to register.
         keep_work_dir: Keep a temp work dir after :meth:`stop` (for post-mortems).
+        application: Arguments of Flink's ``standalone-job`` entry point (application
+            mode, as the Helm chart runs it, e.g. ``["-pym", "flinkai.cli.main", "run",
+            "jobs/embed_clicks.sql"]``); the JobManager then runs that one job's driver
+            itself. ``None`` starts a session cluster that takes submitted jobs.
     """
 
     def __init__(
@@ -353,6 +371,7 @@ class LocalFlinkCluster:
         flink_conf: Mapping[str, str] | None = None,
         start_timeout_s: float = 120.0,
         keep_work_dir: bool = False,
+        application: Sequence[str] | None = None,
     ) -> None:
         self._own_work_dir = work_dir is None
         self.work_dir = Path(work_dir).resolve() if work_dir else None
@@ -366,6 +385,7 @@ class LocalFlinkCluster:
         self.flink_conf = dict(flink_conf or {})
         self.start_timeout_s = start_timeout_s
         self.keep_work_dir = keep_work_dir
+        self.application = list(application) if application is not None else None
         self.rest_port = 0
         self.rpc_port = 0
         self._jm: subprocess.Popen[bytes] | None = None
@@ -572,7 +592,10 @@ class LocalFlinkCluster:
     def _start_jobmanager(self, home: Path) -> None:
         out_file = self.log_dir / "jobmanager.out"
         log.info("starting Flink JobManager on %s (work dir %s)", self.jobmanager, self.work_dir)
-        self._jm = self._spawn(home, "jobmanager.sh", [], out_file)
+        if self.application is None:
+            self._jm = self._spawn(home, "jobmanager.sh", [], out_file)
+        else:
+            self._jm = self._spawn(home, "standalone-job.sh", self.application, out_file)
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self._jm.poll() is not None:

@@ -12,7 +12,7 @@ import base64
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flinkai.config import Config
 from flinkai.errors import ConfigError
@@ -117,7 +117,12 @@ def create_table_env(settings: dict[str, str]) -> StreamTableEnvironment:
     conf = Configuration()
     for key, value in settings.items():
         conf.set_string(key, value)
-    stream_env = StreamExecutionEnvironment.get_execution_environment(conf)
+    if settings.get("execution.target") == "remote":
+        stream_env = _remote_stream_env(conf)
+    else:
+        # Local runs, and application mode, where the cluster hands the driver its own
+        # context environment (execution.target "embedded"): the context decides.
+        stream_env = StreamExecutionEnvironment.get_execution_environment(conf)
     env = StreamTableEnvironment.create(
         stream_env, EnvironmentSettings.new_instance().in_streaming_mode().build()
     )
@@ -127,6 +132,28 @@ def create_table_env(settings: dict[str, str]) -> StreamTableEnvironment:
     for key, value in settings.items():
         table_conf.set(key, value)
     return env
+
+
+def _remote_stream_env(conf: Any) -> Any:
+    """A ``StreamExecutionEnvironment`` that is remote from birth.
+
+    ``get_execution_environment`` builds a *local* environment when the client runs
+    outside a Flink CLI, and PyFlink decides where Python workers run as soon as an
+    environment exists: for a local one it starts a "loopback" worker pool inside this
+    client process and ships the pool's address with the job. A remote TaskManager
+    then asks this client to run the UDFs; once a detached client exits, the workers
+    die ("Process died with exit code 0") and the job fails. Constructed with
+    ``execution.target=remote`` already in its configuration, the environment never
+    starts that pool, and each TaskManager runs its own Python workers.
+    """
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.java_gateway import get_gateway
+
+    jvm = get_gateway().jvm
+    j_env = jvm.org.apache.flink.streaming.api.environment.StreamExecutionEnvironment(
+        conf._j_configuration
+    )
+    return StreamExecutionEnvironment(j_env)
 
 
 def _reporter_on_gateway_classpath() -> None:
