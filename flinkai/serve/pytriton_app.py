@@ -64,6 +64,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="how long a request may wait for others to join its batch",
     )
     p.add_argument(
+        "--max-queue-size",
+        type=int,
+        default=0,
+        help="requests the queue may hold; more are rejected as UNAVAILABLE (0: unbounded)",
+    )
+    p.add_argument(
         "--preferred-batch-sizes",
         default="16,32,64",
         help="comma-separated batch sizes the dynamic batcher aims for (as config.pbtxt)",
@@ -130,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
     import onnxruntime as ort
-    from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
+    from pytriton.model_config import DynamicBatcher, ModelConfig, QueuePolicy, Tensor
     from pytriton.triton import Triton, TritonConfig
 
     manifest = _read_manifest(args.model_dir)
@@ -142,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         for b in (int(x) for x in args.preferred_batch_sizes.split(",") if x.strip())
         if 1 <= b <= args.max_batch_size
     ]
+
+    # A bounded queue sheds load at once instead of letting requests wait out their deadline.
+    queue_policy = QueuePolicy(max_queue_size=args.max_queue_size) if args.max_queue_size else None
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -180,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                     batcher=DynamicBatcher(
                         max_queue_delay_microseconds=args.max_queue_delay_us,
                         preferred_batch_size=preferred,
+                        default_queue_policy=queue_policy,
                     ),
                 ),
                 strict=True,

@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -46,6 +47,7 @@ __all__ = [
     "read_pid_file",
     "server_venv_dir",
     "stop_detached",
+    "workspace_dir",
 ]
 
 log = logging.getLogger(__name__)
@@ -108,6 +110,8 @@ SERVER_VENV_REQUIREMENTS: tuple[str, ...] = (
 )
 
 _MARKER = "flinkai-venv.json"
+#: Longest Unix socket path Linux accepts (``sockaddr_un.sun_path`` less its NUL).
+_MAX_SOCKET_PATH = 107
 _APP = Path(__file__).resolve().with_name("pytriton_app.py")
 _LOG_TAIL_LINES = 40
 
@@ -248,6 +252,22 @@ def find_free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def workspace_dir(run_dir: Path, model_name: str, grpc_port: int) -> Path:
+    """PyTriton's workspace: ``run_dir/workspace``, or a short folder in the temp dir.
+
+    PyTriton binds Unix sockets there (``<model>_0_0-server.sock``). When that path is
+    longer than Linux allows, the server still reports the model ready but never
+    answers an inference request, so a deep ``run_dir`` (a test's ``tmp_path``) gets
+    ``<tmp>/flinkai-triton-<grpc port>`` instead.
+    """
+    workspace = run_dir / "workspace"
+    # A few spare characters: instance and index numbers may grow past one digit.
+    longest = workspace / f"{model_name}_00_00-server.sock"
+    if len(os.fsencode(longest)) <= _MAX_SOCKET_PATH:
+        return workspace
+    return Path(tempfile.gettempdir()) / f"flinkai-triton-{grpc_port}"
+
+
 def _port_free(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         # Same option gRPC and Triton use, so a port in TIME_WAIT after a kill counts as free.
@@ -271,10 +291,12 @@ class TritonServerOptions:
         address: Interface to listen on; loopback by default.
         max_batch_size: Largest batch Triton's dynamic batcher forms or accepts.
         max_queue_delay_us: How long a request may wait for others to join its batch.
+        max_queue_size: Requests Triton's queue may hold; further ones are rejected at
+            once (gRPC ``UNAVAILABLE``). 0 leaves the queue unbounded.
         threads: onnxruntime intra-op threads in the server (0: one per core).
         start_timeout_s: Bound on start-up, from spawn to model ready.
         stop_timeout_s: Grace period after SIGTERM before SIGKILL.
-        run_dir: Logs, pid file and PyTriton workspace; default
+        run_dir: Logs, pid file and PyTriton workspace (see :func:`workspace_dir`); default
             ``cache_root()/serve/triton-<grpc_port>``.
         venv: Server venv; default :func:`server_venv_dir`.
     """
@@ -286,6 +308,7 @@ class TritonServerOptions:
     address: str = "127.0.0.1"
     max_batch_size: int = 64
     max_queue_delay_us: int = 2000
+    max_queue_size: int = 0
     threads: int = 0
     start_timeout_s: float = 180.0
     stop_timeout_s: float = 30.0
@@ -301,6 +324,8 @@ class TritonServerOptions:
             raise ConfigError(f"the grpc, http and metrics ports must differ, got {ports}")
         if self.max_batch_size < 1:
             raise ConfigError(f"max_batch_size must be >= 1, got {self.max_batch_size}")
+        if self.max_queue_size < 0:
+            raise ConfigError(f"max_queue_size must be >= 0, got {self.max_queue_size}")
         if self.start_timeout_s <= 0 or self.stop_timeout_s < 0:
             raise ConfigError("start_timeout_s must be > 0 and stop_timeout_s >= 0")
 
@@ -442,7 +467,7 @@ class TritonServer:
                 )
         run_dir = self.run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
-        workspace = run_dir / "workspace"
+        workspace = workspace_dir(run_dir, manifest.name, opts.grpc_port)
         # PyTriton refuses an existing workspace; a killed server leaves one behind.
         shutil.rmtree(workspace, ignore_errors=True)
 
@@ -456,6 +481,7 @@ class TritonServer:
             "--metrics-port", str(opts.metrics_port),
             "--max-batch-size", str(opts.max_batch_size),
             "--max-queue-delay-us", str(opts.max_queue_delay_us),
+            "--max-queue-size", str(opts.max_queue_size),
             "--threads", str(opts.threads),
         ]  # fmt: skip
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
