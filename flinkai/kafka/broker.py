@@ -401,6 +401,29 @@ class LocalKafka:
         self._remove_state_files()
         return True
 
+    def kill(self, timeout_s: float = 10.0) -> int:
+        """SIGKILL the broker of this data dir, as a crash would, and wait until it is gone.
+
+        Unlike :meth:`stop`, the broker gets no chance to shut down cleanly: open
+        transactions stay open in its logs and the next :meth:`start` recovers them.
+
+        Returns:
+            The pid that was killed.
+
+        Raises:
+            SetupError: No broker for this data dir is running, or it survived SIGKILL.
+        """
+        pid = self._running_pid()
+        if pid is None:
+            raise SetupError(f"no Kafka broker for {self.data_dir} is running")
+        log.info("killing Kafka broker (pid %d) with SIGKILL", pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        if not self._wait_gone(pid, timeout_s):
+            raise SetupError(f"the Kafka broker (pid {pid}) survived SIGKILL")
+        self._remove_state_files()
+        return pid
+
     def wait(self) -> int:
         """Block until the broker this object started exits; its exit code.
 
