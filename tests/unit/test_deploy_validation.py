@@ -8,6 +8,7 @@ the CI check too. Skipped when `.ci/deploy-check setup` has not built the tools.
 
 from __future__ import annotations
 
+import functools
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ pytestmark = pytest.mark.skipif(
 _HELM_TEMPLATE = ("tool", "helm", "template", "flinkai", str(CHART), "--kube-version", "1.31.0")
 
 
+@functools.cache
 def _render(*helm_args: str) -> str:
     result = _run(*_HELM_TEMPLATE, *helm_args)
     assert result.returncode == 0, result.stderr
