@@ -1,0 +1,41 @@
+"""Anomaly-detection evaluation: NAB scoring and window-based precision/recall/F1.
+
+* :mod:`flinkai.anomaly.nab`: the Numenta Anomaly Benchmark scorer (windows, scaled
+  sigmoid, application profiles, threshold optimisation, normalisation) and a loader
+  for NAB-layout folders.
+"""
+
+from flinkai.anomaly.errors import AnomalyError, NabDataError
+from flinkai.anomaly.nab import (
+    PROFILES,
+    CostProfile,
+    EventMetrics,
+    FileScore,
+    LabelledSeries,
+    NabSeries,
+    ProfileResult,
+    Window,
+    evaluate,
+    event_metrics,
+    load_nab_folder,
+    optimize_threshold,
+    score_file,
+)
+
+__all__ = [
+    "PROFILES",
+    "AnomalyError",
+    "CostProfile",
+    "EventMetrics",
+    "FileScore",
+    "LabelledSeries",
+    "NabDataError",
+    "NabSeries",
+    "ProfileResult",
+    "Window",
+    "evaluate",
+    "event_metrics",
+    "load_nab_folder",
+    "optimize_threshold",
+    "score_file",
+]
