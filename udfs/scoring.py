@@ -21,10 +21,11 @@ from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
 from flinkai import metrics
+from flinkai.config import PredictConfig
 from flinkai.errors import ConfigError
 from flinkai.functions.events import Reason
 from flinkai.functions.guard import internal_error_detail
-from flinkai.functions.predict import PredictConfig, PredictFunction
+from flinkai.functions.predict import PredictFunction
 from flinkai.functions.rows import row_field
 from flinkai.runtime.environment import config_from_function_context
 from flinkai.runtime.udf import row_guard

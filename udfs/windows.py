@@ -18,7 +18,7 @@ from datetime import datetime
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
-from flinkai.functions.adaptive_window import AdaptiveWindowConfig
+from flinkai.config import AdaptiveWindowConfig
 from flinkai.functions.adaptive_window import adaptive_window_ms as _window_ms
 from flinkai.functions.guard import RowGuard
 from flinkai.runtime.environment import config_from_function_context

@@ -39,7 +39,7 @@ from typing import Any, Literal, TextIO
 import numpy as np
 
 from flinkai.backends.base import EmbeddingBackend
-from flinkai.config import Config, load_config
+from flinkai.config import Config, DriftConfig, load_config
 from flinkai.drift.baselines import (
     JSDWindowDetector,
     RiverDetector,
@@ -49,7 +49,6 @@ from flinkai.drift.baselines import (
     plain_config,
     require_river,
 )
-from flinkai.drift.detector import DriftConfig
 from flinkai.drift.streams import DriftStream, ShiftType, StreamSpec, build_streams
 from flinkai.errors import FlinkAIError, SetupError
 from flinkai.paths import cache_root

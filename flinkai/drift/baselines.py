@@ -23,7 +23,8 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from flinkai.drift.detector import DriftConfig, JSDDriftDetector
+from flinkai.config import DriftConfig
+from flinkai.drift.detector import JSDDriftDetector
 from flinkai.errors import MissingDependencyError
 
 __all__ = [

@@ -92,10 +92,9 @@ from typing import Literal
 
 import numpy as np
 
-from flinkai.errors import ConfigError
+from flinkai.config import DriftConfig
 
 __all__ = [
-    "DriftConfig",
     "DriftEvent",
     "JSDDriftDetector",
     "PeriodStats",
@@ -109,73 +108,6 @@ _LN2 = math.log(2.0)
 
 Reference = Literal["recent", "baseline"]
 Statistic = Literal["jsd", "shift"]
-
-
-@dataclass(frozen=True)
-class DriftConfig:
-    """Parameters of :class:`JSDDriftDetector` (see the module docstring for why).
-
-    Attributes:
-        period_s: Sampling period in seconds of event time.
-        bins: Histogram bins over the cosine-distance range ``[0, 2]``.
-        smoothing: Pseudo-count added to every bin before the JSD.
-        history: Number of past periods the z-score is taken against; also the
-            warm-up length in periods.
-        z_threshold: Drift needs a z-score above this.
-        min_samples: Windows with fewer events are not tested, and periods with
-            fewer events are skipped.
-        std_floor: Lower bound of the history's std in the z-score denominator, in
-            the units of the z-scored statistic.
-        reference_periods: Periods pooled into the reference (1 = previous only).
-        normalize: Z-score the sample-size-normalised significance of the JSD
-            (True) or the raw JSD (False, the plain method).
-        min_significance: Drift also needs the tested statistic's significance
-            (a standard-normal deviate under "no change") to reach this. Use
-            ``-math.inf`` to disable the gate.
-        baseline: Also compare with a frozen baseline (catches gradual drift).
-        shift_test: Also test whether the mean distance grew (centroid shift),
-            not only the histogram's JSD.
-        checks_per_period: Checkpoints per period; above 1 adds early tests.
-        baseline_span: Closed periods (the closing one included) pooled when
-            testing against the frozen baseline; 1 tests single periods only.
-    """
-
-    period_s: float = 30.0
-    bins: int = 20
-    smoothing: float = 0.01
-    history: int = 5
-    z_threshold: float = 2.5
-    min_samples: int = 10
-    std_floor: float = 1.0
-    reference_periods: int = 5
-    normalize: bool = True
-    min_significance: float = 5.0
-    baseline: bool = True
-    shift_test: bool = True
-    checks_per_period: int = 6
-    baseline_span: int = 4
-
-    def __post_init__(self) -> None:
-        if not self.period_s > 0:
-            raise ConfigError(f"drift.period_s must be > 0, got {self.period_s}")
-        if self.bins < 2:
-            raise ConfigError(f"drift.bins must be >= 2, got {self.bins}")
-        if not self.smoothing >= 0:
-            raise ConfigError(f"drift.smoothing must be >= 0, got {self.smoothing}")
-        if self.history < 2:
-            raise ConfigError(f"drift.history must be >= 2, got {self.history}")
-        if self.min_samples < 2:
-            raise ConfigError(f"drift.min_samples must be >= 2, got {self.min_samples}")
-        if not self.std_floor > 0:
-            raise ConfigError(f"drift.std_floor must be > 0, got {self.std_floor}")
-        if self.reference_periods < 1:
-            raise ConfigError(f"drift.reference_periods must be >= 1, got {self.reference_periods}")
-        if self.baseline_span < 1:
-            raise ConfigError(f"drift.baseline_span must be >= 1, got {self.baseline_span}")
-        if self.checks_per_period < 1:
-            raise ConfigError(f"drift.checks_per_period must be >= 1, got {self.checks_per_period}")
-        if math.isnan(self.z_threshold) or math.isnan(self.min_significance):
-            raise ConfigError("drift thresholds must not be NaN")
 
 
 @dataclass(frozen=True)

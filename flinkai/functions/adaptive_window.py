@@ -18,41 +18,10 @@ measured for the window that just closed). Nothing reads a clock.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-from flinkai.errors import ConfigError
+from flinkai.config import AdaptiveWindowConfig
 
-__all__ = ["AdaptiveWindowConfig", "AdaptiveWindowSizer", "adaptive_window_ms"]
-
-
-@dataclass(frozen=True)
-class AdaptiveWindowConfig:
-    """Parameters of the adaptive window length.
-
-    Attributes:
-        base_ms: Window length when there is no processing delay.
-        delay_divisor: The delay is divided by this before it is added (10 means a
-            slope of 0.1: each second of delay adds 100 ms of window).
-        min_ms: Lower clamp; also the length used for the window right after drift.
-        max_ms: Upper clamp.
-    """
-
-    base_ms: int = 5000
-    delay_divisor: float = 10.0
-    min_ms: int = 1000
-    max_ms: int = 60000
-
-    def __post_init__(self) -> None:
-        if self.min_ms <= 0:
-            raise ConfigError(f"adaptive_window.min_ms must be > 0, got {self.min_ms}")
-        if self.max_ms < self.min_ms:
-            raise ConfigError(
-                f"adaptive_window.max_ms ({self.max_ms}) must be >= min_ms ({self.min_ms})"
-            )
-        if not self.delay_divisor > 0:  # also rejects NaN
-            raise ConfigError(
-                f"adaptive_window.delay_divisor must be > 0, got {self.delay_divisor}"
-            )
+__all__ = ["AdaptiveWindowSizer", "adaptive_window_ms"]
 
 
 def adaptive_window_ms(

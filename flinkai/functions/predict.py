@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from flinkai.config import PredictConfig
 from flinkai.errors import ConfigError, SetupError
 from flinkai.functions.events import Reason
 from flinkai.sharing import SharedPool
 
 __all__ = [
-    "PredictConfig",
     "PredictFunction",
     "PredictResult",
     "ScoringModel",
@@ -49,30 +49,6 @@ _INPUT_DTYPES: dict[str, type[np.floating[Any]]] = {
 
 class ScoringModelError(SetupError):
     """The scoring model is missing, unreadable, or does not match :class:`PredictConfig`."""
-
-
-@dataclass(frozen=True)
-class PredictConfig:
-    """Which ONNX model ``predict`` runs, and how rows are fed to it.
-
-    Attributes:
-        model_path: The ``.onnx`` file (``~`` is expanded). Required.
-        input_name: Graph input fed with the ``[batch, feature_count]`` matrix; empty
-            means the graph's only input.
-        output_name: Graph output returned as ``score``; empty means the first output.
-        feature_count: Features every row must have; 0 means the graph input's static
-            last dimension (an error if that dimension is symbolic).
-        intra_op_threads: ONNX Runtime threads per session; 0 lets it pick one per core.
-        model_version: Written next to every score; empty means
-            ``<file stem>@<first 12 hex digits of the file's sha256>``.
-    """
-
-    model_path: str = ""
-    input_name: str = ""
-    output_name: str = ""
-    feature_count: int = 0
-    intra_op_threads: int = 1
-    model_version: str = ""
 
 
 @dataclass(frozen=True)

@@ -62,10 +62,10 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import numpy as np
 
 from flinkai import metrics
-from flinkai.config import coerce_value
-from flinkai.drift.detector import DriftConfig, DriftEvent, JSDDriftDetector
+from flinkai.config import AdaptiveWindowConfig, DriftConfig, coerce_value
+from flinkai.drift.detector import DriftEvent, JSDDriftDetector
 from flinkai.errors import ConfigError
-from flinkai.functions.adaptive_window import AdaptiveWindowConfig, AdaptiveWindowSizer
+from flinkai.functions.adaptive_window import AdaptiveWindowSizer
 from flinkai.functions.guard import ErrorPolicy, RowGuard
 
 if TYPE_CHECKING:

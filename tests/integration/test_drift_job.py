@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from flinkai.config import Config, load_config
+from flinkai.config import AdaptiveWindowConfig, Config, load_config
 from flinkai.datasets import DatasetNotFoundError, load_ag_news
-from flinkai.functions.adaptive_window import AdaptiveWindowConfig
 from flinkai.kafka.admin import consume_all, create_topics, produce
 from flinkai.kafka.broker import LocalKafka
 from flinkai.models.artifacts import ModelArtifacts

@@ -6,9 +6,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from flinkai.drift.detector import DriftConfig
+from flinkai.config import AdaptiveWindowConfig, DriftConfig
 from flinkai.errors import ConfigError
-from flinkai.functions.adaptive_window import AdaptiveWindowConfig
 from flinkai.operators.drift import DRIFT_FIELDS, KeyState, WindowRow, parse_options
 
 FAST = DriftConfig(

@@ -1,4 +1,4 @@
-"""Typed, frozen configuration.
+"""The whole configuration: loading, env overrides, and the job-parameter round trip.
 
 Sources, lowest precedence first: the dataclass defaults, a YAML file
 (``configs/default.yaml`` or ``--config``), then ``FLINKAI_<SECTION>_<FIELD>``
@@ -20,157 +20,23 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import yaml
 
-from flinkai.drift.detector import DriftConfig
+from flinkai.config.sections import (
+    AdaptiveWindowConfig,
+    DriftConfig,
+    EmbeddingConfig,
+    KafkaConfig,
+    ModelConfig,
+    OnnxConfig,
+    PredictConfig,
+    RegistryConfig,
+    RuntimeConfig,
+    TritonConfig,
+)
 from flinkai.errors import ConfigError
-from flinkai.functions.adaptive_window import AdaptiveWindowConfig
-from flinkai.functions.predict import PredictConfig
 
-__all__ = [
-    "AdaptiveWindowConfig",
-    "Config",
-    "DriftConfig",
-    "EmbeddingConfig",
-    "KafkaConfig",
-    "ModelConfig",
-    "OnnxConfig",
-    "PredictConfig",
-    "RegistryConfig",
-    "RuntimeConfig",
-    "TritonConfig",
-    "coerce_value",
-    "load_config",
-]
+__all__ = ["ENV_PREFIX", "Config", "coerce_value", "default_config_path", "load_config"]
 
 ENV_PREFIX = "FLINKAI_"
-
-
-@dataclass(frozen=True)
-class KafkaConfig:
-    """Where the Kafka cluster is, and how the local broker is run."""
-
-    bootstrap_servers: str = "127.0.0.1:9092"
-    #: Port of the embedded single-node broker started by ``flinkai kafka start``.
-    local_port: int = 9092
-    #: Data dir of the embedded broker; empty means ``$FLINKAI_HOME/kafka``.
-    local_data_dir: str = ""
-    local_start_timeout_s: float = 60.0
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """Which embedding model artifacts to load (built by ``flinkai model export``)."""
-
-    name: str = "all-MiniLM-L6-v2"
-    #: Artifact folder; empty means ``$FLINKAI_HOME/models/<name>``.
-    dir: str = ""
-    max_seq_length: int = 256
-    dim: int = 384
-
-
-@dataclass(frozen=True)
-class OnnxConfig:
-    """ONNX Runtime session options."""
-
-    provider: Literal["cpu", "cuda", "tensorrt"] = "cpu"
-    #: 0 lets ONNX Runtime pick (one per physical core).
-    intra_op_threads: int = 0
-    inter_op_threads: int = 1
-    #: Let idle pool threads busy-wait for the next run. Off: in a job the model shares
-    #: the cores with the JVM, Kafka and the Python glue, and spinning threads take
-    #: their time (small batches ran 1.3-1.6x faster with it off next to a busy core).
-    allow_spinning: bool = False
-    #: Which model file to load from the artifact folder: fp32 or a quantised variant.
-    variant: Literal["fp32", "int8", "fp16"] = "fp32"
-
-
-@dataclass(frozen=True)
-class TritonConfig:
-    """Connection to a Triton server; the model spec comes from ``ModelConfig``."""
-
-    url: str = "127.0.0.1:8001"
-    model_name: str = "all-MiniLM-L6-v2"
-    model_version: str = ""
-    timeout_s: float = 10.0
-    max_retries: int = 3
-    backoff_initial_s: float = 0.2
-    backoff_max_s: float = 2.0
-    circuit_failure_threshold: int = 5
-    circuit_reset_s: float = 10.0
-
-
-@dataclass(frozen=True)
-class EmbeddingConfig:
-    """Behaviour of the ``text_to_vector`` function."""
-
-    backend: Literal["onnx", "triton", "sentence_transformers"] = "onnx"
-    #: Texts per model call; sub-batches are formed after sorting by token length.
-    batch_size: int = 32
-    sort_by_length: bool = True
-    #: With sorting, the ONNX backend also cuts a sub-batch early when its padding would
-    #: exceed this fraction of its real tokens (null: cut by batch_size only). Matters
-    #: for small Arrow batches, i.e. short bundles under a paced stream.
-    max_padding: float | None = 0.2
-    #: Texts longer than this (UTF-8 bytes) go to the dead-letter topic, never truncated silently.
-    max_text_bytes: int = 16384
-
-    def __post_init__(self) -> None:
-        if self.batch_size < 1:
-            raise ConfigError(f"embedding.batch_size must be >= 1, got {self.batch_size}")
-        if self.max_padding is not None and self.max_padding < 0:
-            raise ConfigError(f"embedding.max_padding must be >= 0 or null, got {self.max_padding}")
-
-
-@dataclass(frozen=True)
-class RegistryConfig:
-    """Where UDFs find published models (``flinkai registry``), and how they hot-swap."""
-
-    #: Serve the model from the registry with hot swap, instead of ``model.dir``.
-    enabled: bool = False
-    #: Registry root; empty means ``$FLINKAI_HOME/registry``.
-    root: str = ""
-    #: Registry name of the model; empty means ``model.name``.
-    name: str = ""
-    #: How often a running UDF stats the model's ``CURRENT`` pointer, between batches.
-    poll_interval_s: float = 5.0
-    #: How a new version is checked before it serves: sha256 every load, on first load, or sizes.
-    verify: Literal["always", "once", "size"] = "once"
-    #: Accept a version with another embedding width (the sink's vector column is fixed).
-    allow_dim_change: bool = False
-    #: Kafka topic of reload messages (``registry publish --notify``), read from
-    #: ``kafka.bootstrap_servers``; empty turns the control-topic trigger off.
-    control_topic: str = ""
-
-
-@dataclass(frozen=True)
-class RuntimeConfig:
-    """Flink execution settings the runner applies before a script runs."""
-
-    parallelism: int = 1
-    #: Rows per Arrow batch handed to a pandas UDF. Texts are sorted by length only
-    #: within one batch: at 1024 the model sees 1.06x the tokens of a global sort,
-    #: at 256 1.22x (benchmarks/README.md); the bundle time still flushes small
-    #: batches at low rates.
-    arrow_batch_size: int = 1024
-    #: Rows buffered before the JVM flushes a bundle to the Python worker.
-    python_bundle_size: int = 1024
-    python_bundle_time_ms: int = 200
-    #: Checkpoints commit the Kafka sink's transactions: this bounds end-to-end latency
-    #: for read_committed consumers. 0 disables checkpointing (and exactly-once).
-    checkpoint_interval_ms: int = 5000
-    checkpoint_timeout_ms: int = 60000
-    #: Restart budget after a failure (fixed-delay strategy).
-    restart_attempts: int = 5
-    restart_delay_ms: int = 2000
-    #: Port of Flink's Prometheus reporter (``/metrics``, every operator metric plus
-    #: flinkai's, see flinkai.metrics); 0 leaves it off. On a MiniCluster the port
-    #: serves the whole local job; on a cluster its own Flink config decides.
-    prometheus_port: int = 0
-    #: What a Python function does when a row raises unexpectedly: ``dead_letter``
-    #: routes the row to the DLQ as ``internal_error`` and goes on; ``fail`` fails
-    #: the task (Flink restarts it, and a poison record fails it again).
-    udf_errors: Literal["dead_letter", "fail"] = "dead_letter"
-    #: Extra Flink configuration, applied verbatim (``key: value``).
-    flink_conf: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

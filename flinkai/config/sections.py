@@ -1,0 +1,278 @@
+"""Every section of the flinkai configuration, as typed, frozen dataclasses.
+
+This module is the bottom of the package graph: it imports nothing from flinkai but
+:mod:`flinkai.errors`, so every other package can take its section from here without
+a cycle. Units live in field names (``_ms``, ``_bytes``) so a YAML reader needs no docs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from flinkai.errors import ConfigError
+
+__all__ = [
+    "AdaptiveWindowConfig",
+    "DriftConfig",
+    "EmbeddingConfig",
+    "KafkaConfig",
+    "ModelConfig",
+    "OnnxConfig",
+    "PredictConfig",
+    "RegistryConfig",
+    "RuntimeConfig",
+    "TritonConfig",
+]
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    """Where the Kafka cluster is, and how the local broker is run."""
+
+    bootstrap_servers: str = "127.0.0.1:9092"
+    #: Port of the embedded single-node broker started by ``flinkai kafka start``.
+    local_port: int = 9092
+    #: Data dir of the embedded broker; empty means ``$FLINKAI_HOME/kafka``.
+    local_data_dir: str = ""
+    local_start_timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which embedding model artifacts to load (built by ``flinkai model export``)."""
+
+    name: str = "all-MiniLM-L6-v2"
+    #: Artifact folder; empty means ``$FLINKAI_HOME/models/<name>``.
+    dir: str = ""
+    max_seq_length: int = 256
+    dim: int = 384
+
+
+@dataclass(frozen=True)
+class OnnxConfig:
+    """ONNX Runtime session options."""
+
+    provider: Literal["cpu", "cuda", "tensorrt"] = "cpu"
+    #: 0 lets ONNX Runtime pick (one per physical core).
+    intra_op_threads: int = 0
+    inter_op_threads: int = 1
+    #: Let idle pool threads busy-wait for the next run. Off: in a job the model shares
+    #: the cores with the JVM, Kafka and the Python glue, and spinning threads take
+    #: their time (small batches ran 1.3-1.6x faster with it off next to a busy core).
+    allow_spinning: bool = False
+    #: Which model file to load from the artifact folder: fp32 or a quantised variant.
+    variant: Literal["fp32", "int8", "fp16"] = "fp32"
+
+
+@dataclass(frozen=True)
+class TritonConfig:
+    """Connection to a Triton server; the model spec comes from ``ModelConfig``."""
+
+    url: str = "127.0.0.1:8001"
+    model_name: str = "all-MiniLM-L6-v2"
+    model_version: str = ""
+    timeout_s: float = 10.0
+    max_retries: int = 3
+    backoff_initial_s: float = 0.2
+    backoff_max_s: float = 2.0
+    circuit_failure_threshold: int = 5
+    circuit_reset_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class EmbeddingConfig:
+    """Behaviour of the ``text_to_vector`` function."""
+
+    backend: Literal["onnx", "triton", "sentence_transformers"] = "onnx"
+    #: Texts per model call; sub-batches are formed after sorting by token length.
+    batch_size: int = 32
+    sort_by_length: bool = True
+    #: With sorting, the ONNX backend also cuts a sub-batch early when its padding would
+    #: exceed this fraction of its real tokens (null: cut by batch_size only). Matters
+    #: for small Arrow batches, i.e. short bundles under a paced stream.
+    max_padding: float | None = 0.2
+    #: Texts longer than this (UTF-8 bytes) go to the dead-letter topic, never truncated silently.
+    max_text_bytes: int = 16384
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ConfigError(f"embedding.batch_size must be >= 1, got {self.batch_size}")
+        if self.max_padding is not None and self.max_padding < 0:
+            raise ConfigError(f"embedding.max_padding must be >= 0 or null, got {self.max_padding}")
+
+
+@dataclass(frozen=True)
+class RegistryConfig:
+    """Where UDFs find published models (``flinkai registry``), and how they hot-swap."""
+
+    #: Serve the model from the registry with hot swap, instead of ``model.dir``.
+    enabled: bool = False
+    #: Registry root; empty means ``$FLINKAI_HOME/registry``.
+    root: str = ""
+    #: Registry name of the model; empty means ``model.name``.
+    name: str = ""
+    #: How often a running UDF stats the model's ``CURRENT`` pointer, between batches.
+    poll_interval_s: float = 5.0
+    #: How a new version is checked before it serves: sha256 every load, on first load, or sizes.
+    verify: Literal["always", "once", "size"] = "once"
+    #: Accept a version with another embedding width (the sink's vector column is fixed).
+    allow_dim_change: bool = False
+    #: Kafka topic of reload messages (``registry publish --notify``), read from
+    #: ``kafka.bootstrap_servers``; empty turns the control-topic trigger off.
+    control_topic: str = ""
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """Flink execution settings the runner applies before a script runs."""
+
+    parallelism: int = 1
+    #: Rows per Arrow batch handed to a pandas UDF. Texts are sorted by length only
+    #: within one batch: at 1024 the model sees 1.06x the tokens of a global sort,
+    #: at 256 1.22x (benchmarks/README.md); the bundle time still flushes small
+    #: batches at low rates.
+    arrow_batch_size: int = 1024
+    #: Rows buffered before the JVM flushes a bundle to the Python worker.
+    python_bundle_size: int = 1024
+    python_bundle_time_ms: int = 200
+    #: Checkpoints commit the Kafka sink's transactions: this bounds end-to-end latency
+    #: for read_committed consumers. 0 disables checkpointing (and exactly-once).
+    checkpoint_interval_ms: int = 5000
+    checkpoint_timeout_ms: int = 60000
+    #: Restart budget after a failure (fixed-delay strategy).
+    restart_attempts: int = 5
+    restart_delay_ms: int = 2000
+    #: Port of Flink's Prometheus reporter (``/metrics``, every operator metric plus
+    #: flinkai's, see flinkai.metrics); 0 leaves it off. On a MiniCluster the port
+    #: serves the whole local job; on a cluster its own Flink config decides.
+    prometheus_port: int = 0
+    #: What a Python function does when a row raises unexpectedly: ``dead_letter``
+    #: routes the row to the DLQ as ``internal_error`` and goes on; ``fail`` fails
+    #: the task (Flink restarts it, and a poison record fails it again).
+    udf_errors: Literal["dead_letter", "fail"] = "dead_letter"
+    #: Extra Flink configuration, applied verbatim (``key: value``).
+    flink_conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PredictConfig:
+    """Which ONNX model ``predict`` runs, and how rows are fed to it.
+
+    Attributes:
+        model_path: The ``.onnx`` file (``~`` is expanded). Required.
+        input_name: Graph input fed with the ``[batch, feature_count]`` matrix; empty
+            means the graph's only input.
+        output_name: Graph output returned as ``score``; empty means the first output.
+        feature_count: Features every row must have; 0 means the graph input's static
+            last dimension (an error if that dimension is symbolic).
+        intra_op_threads: ONNX Runtime threads per session; 0 lets it pick one per core.
+        model_version: Written next to every score; empty means
+            ``<file stem>@<first 12 hex digits of the file's sha256>``.
+    """
+
+    model_path: str = ""
+    input_name: str = ""
+    output_name: str = ""
+    feature_count: int = 0
+    intra_op_threads: int = 1
+    model_version: str = ""
+
+
+@dataclass(frozen=True)
+class AdaptiveWindowConfig:
+    """Parameters of the adaptive window length.
+
+    Attributes:
+        base_ms: Window length when there is no processing delay.
+        delay_divisor: The delay is divided by this before it is added (10 means a
+            slope of 0.1: each second of delay adds 100 ms of window).
+        min_ms: Lower clamp; also the length used for the window right after drift.
+        max_ms: Upper clamp.
+    """
+
+    base_ms: int = 5000
+    delay_divisor: float = 10.0
+    min_ms: int = 1000
+    max_ms: int = 60000
+
+    def __post_init__(self) -> None:
+        if self.min_ms <= 0:
+            raise ConfigError(f"adaptive_window.min_ms must be > 0, got {self.min_ms}")
+        if self.max_ms < self.min_ms:
+            raise ConfigError(
+                f"adaptive_window.max_ms ({self.max_ms}) must be >= min_ms ({self.min_ms})"
+            )
+        if not self.delay_divisor > 0:  # also rejects NaN
+            raise ConfigError(
+                f"adaptive_window.delay_divisor must be > 0, got {self.delay_divisor}"
+            )
+
+
+@dataclass(frozen=True)
+class DriftConfig:
+    """Parameters of :class:`JSDDriftDetector` (see the module docstring for why).
+
+    Attributes:
+        period_s: Sampling period in seconds of event time.
+        bins: Histogram bins over the cosine-distance range ``[0, 2]``.
+        smoothing: Pseudo-count added to every bin before the JSD.
+        history: Number of past periods the z-score is taken against; also the
+            warm-up length in periods.
+        z_threshold: Drift needs a z-score above this.
+        min_samples: Windows with fewer events are not tested, and periods with
+            fewer events are skipped.
+        std_floor: Lower bound of the history's std in the z-score denominator, in
+            the units of the z-scored statistic.
+        reference_periods: Periods pooled into the reference (1 = previous only).
+        normalize: Z-score the sample-size-normalised significance of the JSD
+            (True) or the raw JSD (False, the plain method).
+        min_significance: Drift also needs the tested statistic's significance
+            (a standard-normal deviate under "no change") to reach this. Use
+            ``-math.inf`` to disable the gate.
+        baseline: Also compare with a frozen baseline (catches gradual drift).
+        shift_test: Also test whether the mean distance grew (centroid shift),
+            not only the histogram's JSD.
+        checks_per_period: Checkpoints per period; above 1 adds early tests.
+        baseline_span: Closed periods (the closing one included) pooled when
+            testing against the frozen baseline; 1 tests single periods only.
+    """
+
+    period_s: float = 30.0
+    bins: int = 20
+    smoothing: float = 0.01
+    history: int = 5
+    z_threshold: float = 2.5
+    min_samples: int = 10
+    std_floor: float = 1.0
+    reference_periods: int = 5
+    normalize: bool = True
+    min_significance: float = 5.0
+    baseline: bool = True
+    shift_test: bool = True
+    checks_per_period: int = 6
+    baseline_span: int = 4
+
+    def __post_init__(self) -> None:
+        if not self.period_s > 0:
+            raise ConfigError(f"drift.period_s must be > 0, got {self.period_s}")
+        if self.bins < 2:
+            raise ConfigError(f"drift.bins must be >= 2, got {self.bins}")
+        if not self.smoothing >= 0:
+            raise ConfigError(f"drift.smoothing must be >= 0, got {self.smoothing}")
+        if self.history < 2:
+            raise ConfigError(f"drift.history must be >= 2, got {self.history}")
+        if self.min_samples < 2:
+            raise ConfigError(f"drift.min_samples must be >= 2, got {self.min_samples}")
+        if not self.std_floor > 0:
+            raise ConfigError(f"drift.std_floor must be > 0, got {self.std_floor}")
+        if self.reference_periods < 1:
+            raise ConfigError(f"drift.reference_periods must be >= 1, got {self.reference_periods}")
+        if self.baseline_span < 1:
+            raise ConfigError(f"drift.baseline_span must be >= 1, got {self.baseline_span}")
+        if self.checks_per_period < 1:
+            raise ConfigError(f"drift.checks_per_period must be >= 1, got {self.checks_per_period}")
+        if math.isnan(self.z_threshold) or math.isnan(self.min_significance):
+            raise ConfigError("drift thresholds must not be NaN")
