@@ -84,11 +84,13 @@ cannot make the mean test fire on noise.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -103,6 +105,8 @@ __all__ = [
     "jsd_significance",
     "mean_shift_significance",
 ]
+
+log = logging.getLogger(__name__)
 
 _LN2 = math.log(2.0)
 
@@ -294,6 +298,43 @@ class _Comparison:
         # a rolling one would follow a gradual drift and never reach the threshold.
         self.frozen_history = frozen_history
 
+    def snapshot(self) -> dict[str, Any]:
+        """Plain data (arrays, numbers, lists): what a checkpoint keeps of this reference."""
+        return {
+            "centroid": self.centroid,
+            "hist": self.hist,
+            "moments": self.moments,
+            "counts": self.counts,
+            "slot_moments": self.slot_moments,
+            "histories": {k: list(v) for k, v in self.histories.items()},
+            "past": [list(p) for p in self.past],
+        }
+
+    def restore(self, snap: Mapping[str, Any]) -> None:
+        """Load a :meth:`snapshot` into this object, built with the current sizes.
+
+        Raises:
+            ValueError: The snapshot's open-period shape is not this one's.
+        """
+        counts = np.asarray(snap["counts"], dtype=np.float64)
+        if counts.shape != self.counts.shape:
+            raise ValueError(f"open-period shape {counts.shape} != {self.counts.shape}")
+        self.centroid = None if snap["centroid"] is None else np.asarray(snap["centroid"])
+        self.hist = None if snap["hist"] is None else np.asarray(snap["hist"])
+        self.moments = np.asarray(snap["moments"], dtype=np.float64)
+        self.counts = counts
+        self.slot_moments = np.asarray(snap["slot_moments"], dtype=np.float64)
+        for stat, values in snap["histories"].items():
+            history = self.histories[stat]
+            history.extend(values)  # a shorter history keeps the latest values
+            if history:
+                mean = math.fsum(history) / len(history)
+                std = math.sqrt(math.fsum((x - mean) ** 2 for x in history) / len(history))
+                self._stats[stat] = (mean, std)
+        self.past.extend(
+            (float(start), np.asarray(c), np.asarray(m), int(n)) for start, c, m, n in snap["past"]
+        )
+
     def clear_open(self) -> None:
         self.counts[:] = 0.0
         self.slot_moments[:] = 0.0
@@ -381,6 +422,73 @@ class JSDDriftDetector:
         )
         # Periods measured against the frozen baseline centroid, until it has a reference.
         self._base_parts: list[tuple[np.ndarray, np.ndarray]] = []
+
+    #: Version tag of :meth:`snapshot`'s layout; bump it when the layout changes.
+    SNAPSHOT_VERSION = 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """The detector's state as plain data (arrays, numbers, lists), without its config.
+
+        A checkpoint keeps this, never the object: :meth:`from_snapshot` rebuilds a
+        detector around it with whatever config the restored job runs with.
+        """
+        return {
+            "version": self.SNAPSHOT_VERSION,
+            "bins": self.cfg.bins,
+            "slots": self._slots,
+            "period_s": self.cfg.period_s,
+            "score": self.score,
+            "last": None if self.last is None else dataclasses.asdict(self.last),
+            "drift_count": self.drift_count,
+            "period_start": self._period_start,
+            "next_check": self._next_check,
+            "slot_n": self._slot_n,
+            "sum": self._sum,
+            "recent": self._recent.snapshot(),
+            "base": self._base.snapshot(),
+            "pool": [[None if hm is None else list(hm), total, n] for hm, total, n in self._pool],
+            "base_parts": [list(part) for part in self._base_parts],
+        }
+
+    @classmethod
+    def from_snapshot(
+        cls, snap: Mapping[str, Any], cfg: DriftConfig | None = None
+    ) -> JSDDriftDetector:
+        """A detector with ``cfg`` and the state of a :meth:`snapshot`.
+
+        Thresholds, gates and tests come from ``cfg``, so a changed config applies
+        to restored keys at once. When the state's shape no longer fits ``cfg``
+        (another snapshot version, ``bins``, ``checks_per_period`` or ``period_s``),
+        the detector starts afresh and warms up again: old histograms cannot be
+        compared with new ones. Longer or shorter histories and pools are refilled
+        or cut to the newest entries.
+        """
+        det = cls(cfg)
+        c = det.cfg
+        fits = (
+            snap.get("version") == cls.SNAPSHOT_VERSION
+            and snap.get("bins") == c.bins
+            and snap.get("slots") == c.checks_per_period
+            and snap.get("period_s") == c.period_s
+        )
+        if not fits:
+            log.warning("drift state does not fit the current drift config; warming up again")
+            return det
+        det.score = float(snap["score"])
+        det.last = None if snap["last"] is None else PeriodStats(**snap["last"])
+        det.drift_count = int(snap["drift_count"])
+        det._period_start = snap["period_start"]
+        det._next_check = float(snap["next_check"])
+        det._slot_n = np.asarray(snap["slot_n"], dtype=np.int64)
+        det._sum = None if snap["sum"] is None else np.asarray(snap["sum"], dtype=np.float64)
+        det._recent.restore(snap["recent"])
+        det._base.restore(snap["base"])
+        det._pool.extend(
+            (None if hm is None else (np.asarray(hm[0]), np.asarray(hm[1])), np.asarray(t), int(n))
+            for hm, t, n in snap["pool"]
+        )
+        det._base_parts = [(np.asarray(h), np.asarray(m)) for h, m in snap["base_parts"]]
+        return det
 
     def update(self, embedding: np.ndarray, event_time_s: float | None = None) -> DriftEvent | None:
         """Add one event.

@@ -18,6 +18,8 @@ measured for the window that just closed). Nothing reads a clock.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 from flinkai.config import AdaptiveWindowConfig
 
@@ -80,6 +82,22 @@ class AdaptiveWindowSizer:
         self._shrink_pending = False
         self._current_ms = adaptive_window_ms(None, self.cfg)
 
+    def snapshot(self) -> dict[str, Any]:
+        """Plain data for a checkpoint; the config is not part of it."""
+        return {"current_ms": self._current_ms, "shrink_pending": self._shrink_pending}
+
+    @classmethod
+    def from_snapshot(
+        cls, snap: Mapping[str, Any], cfg: AdaptiveWindowConfig | None = None
+    ) -> AdaptiveWindowSizer:
+        """A sizer with ``cfg`` that continues a :meth:`snapshot`; the length is clamped
+        to ``cfg``'s bounds, so new bounds hold from the first restored window."""
+        sizer = cls(cfg)
+        c = sizer.cfg
+        sizer._current_ms = min(max(int(snap["current_ms"]), c.min_ms), c.max_ms)
+        sizer._shrink_pending = bool(snap["shrink_pending"])
+        return sizer
+
     @property
     def current_ms(self) -> int:
         """Length of the window most recently handed out (the base before any)."""
@@ -114,17 +132,3 @@ class AdaptiveWindowSizer:
             computed = self.cfg.min_ms
         self._current_ms = computed
         return computed
-
-    def snapshot(self) -> dict[str, int | bool]:
-        """Plain state for Flink keyed state (restored with :meth:`restore`)."""
-        return {"current_ms": self._current_ms, "shrink_pending": self._shrink_pending}
-
-    @classmethod
-    def restore(
-        cls, state: dict[str, int | bool], cfg: AdaptiveWindowConfig | None = None
-    ) -> AdaptiveWindowSizer:
-        """Rebuild a sizer from :meth:`snapshot` output."""
-        sizer = cls(cfg)
-        sizer._current_ms = int(state["current_ms"])
-        sizer._shrink_pending = bool(state["shrink_pending"])
-        return sizer

@@ -5,7 +5,8 @@ lives across periods and survives restarts. SQL UDF state is not checkpointed,
 hence these operators: the table is converted to a DataStream, keyed by the
 ``key`` column, and run through a ``KeyedProcessFunction`` whose whole per-key
 state (the :class:`~flinkai.drift.detector.JSDDriftDetector` and the open window)
-is one pickled ``ValueState``, so it is part of every checkpoint.
+is one ``ValueState`` of plain data (:meth:`KeyState.snapshot`), so it is part of
+every checkpoint and is rebuilt with the current config after a restore.
 
 Used from a SQL script (the runner's ``APPLY OPERATOR`` statement)::
 
@@ -201,7 +202,7 @@ class Step:
 class KeyState:
     """All state of one key, and the operator logic, free of Flink.
 
-    The ``KeyedProcessFunction`` keeps one pickled instance per key in a
+    The ``KeyedProcessFunction`` keeps one :meth:`snapshot` per key in a
     ``ValueState`` and turns each :class:`Step` into output rows and timer calls,
     so this class is tested with plain numbers for clocks.
 
@@ -221,6 +222,46 @@ class KeyState:
         self.detector = JSDDriftDetector(drift_cfg)
         self.sizer = AdaptiveWindowSizer(window_cfg) if window_cfg is not None else None
         self.window: _Window | None = None
+
+    #: Version tag of :meth:`snapshot`'s layout.
+    SNAPSHOT_VERSION = 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """The key's state as plain data (numbers, arrays, lists) plus a version tag.
+
+        This, not the object, is what the operator keeps in Flink state: a pickled
+        object would carry its config into every checkpoint, and a job restored with
+        a changed config would go on with the old one for every restored key.
+        """
+        return {
+            "version": self.SNAPSHOT_VERSION,
+            "key": self.key,
+            "detector": self.detector.snapshot(),
+            "sizer": None if self.sizer is None else self.sizer.snapshot(),
+            "window": None if self.window is None else dataclasses.asdict(self.window),
+        }
+
+    @classmethod
+    def from_snapshot(
+        cls,
+        snap: Mapping[str, Any],
+        drift_cfg: DriftConfig,
+        window_cfg: AdaptiveWindowConfig | None = None,
+    ) -> KeyState:
+        """Rebuild a key's state from a :meth:`snapshot` with the *current* config.
+
+        Raises:
+            ValueError: The snapshot has a layout version this code does not know.
+        """
+        if snap.get("version") != cls.SNAPSHOT_VERSION:
+            raise ValueError(f"unknown drift key-state version {snap.get('version')!r}")
+        state = cls(str(snap["key"]), drift_cfg, window_cfg)
+        state.detector = JSDDriftDetector.from_snapshot(snap["detector"], drift_cfg)
+        if window_cfg is not None and snap["sizer"] is not None:
+            state.sizer = AdaptiveWindowSizer.from_snapshot(snap["sizer"], window_cfg)
+            if snap["window"] is not None:
+                state.window = _Window(**snap["window"])
+        return state
 
     def on_event(self, embedding: Sequence[float], event_ms: int, now_ms: int) -> Step:
         """Feed one event at processing time ``now_ms``.
@@ -458,8 +499,9 @@ def _make_process_function(
 
     class _Process(KeyedProcessFunction):
         def open(self, runtime_context: RuntimeContext) -> None:
-            # Pickled bytes: the detector's numpy arrays and deques go into the
-            # checkpoint as they are, and a restored job continues the same periods.
+            # A key's state is plain data (KeyState.snapshot: arrays, numbers, a
+            # version tag), rebuilt with this job's config on every read, so a job
+            # restored with a changed config applies it to every restored key.
             self._state = runtime_context.get_state(
                 ValueStateDescriptor("flinkai-key-state", Types.PICKLED_BYTE_ARRAY())
             )
@@ -473,9 +515,12 @@ def _make_process_function(
             internal = group.counter(metrics.INTERNAL_ERRORS.name)
             self._guard = RowGuard(f"flinkai-{emit}", udf_errors, internal.inc)
 
-        def _load(self, key: str) -> KeyState:
-            state = self._state.value()
-            return state if state is not None else KeyState(key, drift_cfg, window_cfg)
+        def _load(self) -> KeyState | None:
+            snap = self._state.value()
+            return None if snap is None else KeyState.from_snapshot(snap, drift_cfg, window_cfg)
+
+        def _store(self, state: KeyState) -> None:
+            self._state.update(state.snapshot())
 
         def _apply(self, step: Step, ctx: Any) -> Iterator[Row]:
             timers = ctx.timer_service()
@@ -503,7 +548,7 @@ def _make_process_function(
             if event_ms is None or embedding is None or len(embedding) == 0:
                 self._skipped.inc()  # rows the embedding step failed on carry no vector
                 return
-            stored = self._state.value()
+            stored = self._load()
             state = stored if stored is not None else KeyState(key, drift_cfg, window_cfg)
             if stored is None:
                 # Fires only on the final watermark of a bounded input (and with the
@@ -515,7 +560,7 @@ def _make_process_function(
             except ValueError:
                 self._skipped.inc()  # a zero vector says nothing about the distribution
                 return
-            self._state.update(state)
+            self._store(state)
             last = state.detector.last
             if last is not None:
                 self._jsd(last.jsd)
@@ -523,7 +568,7 @@ def _make_process_function(
             yield from self._apply(step, ctx)
 
         def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
-            state = self._state.value()
+            state = self._load()
             if state is None:
                 return
             if ctx.time_domain() == TimeDomain.EVENT_TIME:
@@ -531,7 +576,7 @@ def _make_process_function(
                 step = state.on_end_of_input(now)
             else:
                 step = state.on_timer(int(timestamp))
-            self._state.update(state)
+            self._store(state)
             yield from self._apply(step, ctx)
 
     return _Process()

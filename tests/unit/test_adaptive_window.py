@@ -92,6 +92,6 @@ def test_sizer_snapshot_roundtrip() -> None:
     sizer = AdaptiveWindowSizer(cfg)
     sizer.next_window_ms(100_000)
     sizer.shrink()
-    restored = AdaptiveWindowSizer.restore(sizer.snapshot(), cfg)
+    restored = AdaptiveWindowSizer.from_snapshot(sizer.snapshot(), cfg)
     assert restored.current_ms == sizer.current_ms == 15_000
     assert restored.next_window_ms(0) == 2000

@@ -60,19 +60,30 @@ def test_no_drift_on_a_stationary_stream() -> None:
         assert state.on_event(x.tolist(), i * 500, now_ms=i).drift is None
 
 
-def test_pickled_state_continues_exactly_like_the_uninterrupted_one() -> None:
-    """Keyed state is the pickled KeyState: a restore must not change any result."""
+def _round_trip(state: KeyState, drift: DriftConfig, windows: AdaptiveWindowConfig) -> KeyState:
+    """What a checkpoint and a restore do to a key: snapshot, bytes, rebuild."""
+    return KeyState.from_snapshot(pickle.loads(pickle.dumps(state.snapshot())), drift, windows)
+
+
+def test_restored_state_continues_exactly_like_the_uninterrupted_one() -> None:
+    """A checkpoint/restore round trip before every event changes no result."""
     events = stream(seed=3)
     whole = KeyState("k", FAST, WINDOWS)
     restored = KeyState("k", FAST, WINDOWS)
     got_whole, got_restored = [], []
     for i, (x, t) in enumerate(events):
         got_whole.append(whole.on_event(x.tolist(), t, now_ms=i * 10))
-        # a checkpoint/restore round trip before every event
-        restored = pickle.loads(pickle.dumps(restored))
+        if i % 7 == 0:
+            got_whole.append(whole.on_timer(whole.window.end_ms if whole.window else -1))
+        restored = _round_trip(restored, FAST, WINDOWS)
         got_restored.append(restored.on_event(x.tolist(), t, now_ms=i * 10))
+        if i % 7 == 0:
+            restored = _round_trip(restored, FAST, WINDOWS)
+            end = restored.window.end_ms if restored.window else -1
+            got_restored.append(restored.on_timer(end))
     assert got_whole == got_restored
     assert any(s.drift is not None for s in got_whole)
+    assert any(s.window is not None for s in got_whole)
 
 
 def test_windows_close_by_timer_and_size_from_the_measured_delay() -> None:
