@@ -290,7 +290,6 @@ class EmbedJob:
     def start(self) -> None:
         """Create the topics and submit the job; returns once it is submitted."""
         from flinkai.kafka.admin import create_topics
-        from flinkai.runtime.cluster import python_workers_on_cluster
         from flinkai.runtime.runner import RunOptions, run_script
 
         create_topics(self.bootstrap, list(self.topics))
@@ -302,13 +301,9 @@ class EmbedJob:
             "GROUP_ID": f"g-{self.run_id}",
             "SCAN_BOUNDED_MODE": "unbounded",
         }
+        # On a remote target the runner makes the TaskManagers run the UDF workers.
         options = RunOptions(target=self.target, variables=variables, wait=False)
-        if self.target.is_local:
-            self.result = run_script(self.script, self.config, options)
-        else:
-            # UDF workers must run on the TaskManager, or killing it would not touch them.
-            with python_workers_on_cluster():
-                self.result = run_script(self.script, self.config, options)
+        self.result = run_script(self.script, self.config, options)
 
     def cancel(self) -> None:
         """Cancel the job if it runs; a job that already ended is left as it is."""

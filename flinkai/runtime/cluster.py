@@ -18,7 +18,7 @@ Everything it writes lives in one work dir::
     tmp/                 ``io.tmp.dirs``: Python worker environments, spill files
 
 Example:
-    >>> with LocalFlinkCluster() as cluster, python_workers_on_cluster():  # doctest: +SKIP
+    >>> with LocalFlinkCluster() as cluster:  # doctest: +SKIP
     ...     run_script(path, config, RunOptions(target=Target(cluster.jobmanager), wait=False))
     ...     cluster.kill_taskmanager()
     ...     cluster.start_taskmanager()
@@ -37,7 +37,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -50,7 +50,6 @@ __all__ = [
     "LocalFlinkCluster",
     "TaskManagerProcess",
     "flink_home",
-    "python_workers_on_cluster",
 ]
 
 log = logging.getLogger(__name__)
@@ -99,12 +98,10 @@ class TaskManagerProcess:
         return self.proc.poll() is None
 
 
-#: PyFlink's own switch for where Python UDF workers run ("loopback" or "process").
-_WORKER_MODE_ENV = "_python_worker_execution_mode"
-
-#: Environment a local PyFlink job leaves in the client process; never passed to a cluster.
+#: Environment a local PyFlink job leaves in the client process (and PyFlink's own
+#: worker-mode switch); never passed to a cluster.
 _LEAKED_WORKER_ENV = (
-    _WORKER_MODE_ENV,
+    "_python_worker_execution_mode",
     "PYTHON_LOOPBACK_SERVER_ADDRESS",
     "WORKER_ID",
     "PIPELINE_OPTIONS",
@@ -112,31 +109,6 @@ _LEAKED_WORKER_ENV = (
     "LOGGING_API_SERVICE_DESCRIPTOR",
     "CONTROL_API_SERVICE_DESCRIPTOR",
 )
-
-
-@contextlib.contextmanager
-def python_workers_on_cluster() -> Iterator[None]:
-    """Make a job submitted inside this block run its Python UDFs on the TaskManagers.
-
-    PyFlink decides where Python workers run when the ``TableEnvironment`` is
-    created: if ``execution.target`` is still the default (local) at that moment, it
-    starts a "loopback" worker pool in the client process and puts its address into
-    the table config. A job that is then pointed at a remote cluster carries that
-    address along, and the TaskManager's worker launcher (``beam_boot``) asks the
-    *client* to run the UDFs in its own threads. On loopback that silently works;
-    the UDFs just do not run where the job runs, and killing a TaskManager does not
-    kill them. Forcing PyFlink's "process" mode while the environment is created
-    makes every TaskManager run its own Python worker processes.
-    """
-    old = os.environ.get(_WORKER_MODE_ENV)
-    os.environ[_WORKER_MODE_ENV] = "process"
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(_WORKER_MODE_ENV, None)
-        else:
-            os.environ[_WORKER_MODE_ENV] = old
 
 
 def _free_port() -> int:
