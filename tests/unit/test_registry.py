@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from flinkai.models import registry as registry_module
 from flinkai.models.artifacts import MANIFEST_FILE, build_manifest, write_manifest
 from flinkai.models.registry import (
     CRASH_POINTS,
@@ -27,6 +26,7 @@ from flinkai.models.registry import (
     default_registry_root,
     registry_root,
 )
+from flinkai.models.registry import store as registry_store
 
 NAME = "tiny"
 
@@ -259,13 +259,13 @@ def test_verify_once_hashes_on_first_load_only(
 ) -> None:
     published = reg.publish(NAME, _model_dir(tmp_path / "a", "a"))
     hashed: list[Path] = []
-    real = registry_module._sha256
+    real = registry_store._sha256
 
     def counting(path: Path) -> str:
         hashed.append(path)
         return real(path)
 
-    monkeypatch.setattr(registry_module, "_sha256", counting)
+    monkeypatch.setattr(registry_store, "_sha256", counting)
     reader = ModelRegistry(reg.root)
     reader.current(NAME)
     assert len(hashed) == 3

@@ -1,22 +1,4 @@
-"""A versioned model registry on a local file system: atomic publish, lock-free reads.
-
-Layout under the registry root (one folder per model name)::
-
-    <root>/<name>/
-      .lock                         flock(2) target; serialises publishers (holds the pid)
-      CURRENT                       JSON pointer: version, manifest sha256, sequence, ...
-      versions/<version>/           immutable once renamed into place
-        registry-manifest.json      sha256 + size of every file, sequence, metadata
-        ...files...                 a whole model folder, or one file (LoRA adapter weights)
-      versions/.tmp-<uuid>/         a publish in progress, or the debris of a crashed one
-
-A publish writes a new version into a temporary folder next to its final place,
-makes every byte and directory entry durable, renames the folder into place, and
-only then swaps ``CURRENT`` with a second rename. Readers never lock: they read
-``CURRENT`` and the version it names, and they check the version against its
-manifest, so at any crash point they see the old version or the new one, complete.
-See ``docs/model-registry.md`` for the protocol step by step.
-"""
+"""The model registry itself: publish, resolve, list, roll back (see the package docs)."""
 
 from __future__ import annotations
 
@@ -33,7 +15,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -41,34 +22,39 @@ from typing import Any, Literal
 from flinkai.config import RegistryConfig
 from flinkai.errors import FlinkAIError
 from flinkai.models.artifacts import MANIFEST_FILE, read_manifest
+from flinkai.models.registry.durable import chunks as _chunks
+from flinkai.models.registry.durable import fsync_dir as _fsync_dir
+from flinkai.models.registry.durable import makedirs_durable as _makedirs_durable
+from flinkai.models.registry.durable import sha256_file as _sha256
+from flinkai.models.registry.durable import write_durable as _write_durable
+from flinkai.models.registry.errors import (
+    CorruptVersionError,
+    ModelNotPublishedError,
+    RegistryError,
+    RegistryLockTimeout,
+    VersionConflictError,
+)
+from flinkai.models.registry.manifest import (
+    POINTER_FILE,
+    REGISTRY_MANIFEST,
+    Pointer,
+    PublishedModel,
+    RegistryFile,
+    VersionInfo,
+    VersionManifest,
+)
 from flinkai.paths import cache_root
 
 __all__ = [
     "CRASH_POINTS",
-    "POINTER_FILE",
-    "REGISTRY_MANIFEST",
-    "CorruptVersionError",
-    "ModelNotPublishedError",
     "ModelRegistry",
-    "Pointer",
-    "PublishedModel",
-    "RegistryConfig",
-    "RegistryError",
-    "RegistryFile",
-    "RegistryLockTimeout",
     "VerifyMode",
-    "VersionConflictError",
-    "VersionInfo",
-    "VersionManifest",
     "default_registry_root",
     "registry_root",
 ]
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
-REGISTRY_MANIFEST = "registry-manifest.json"
-POINTER_FILE = "CURRENT"
 VERSIONS_DIR = "versions"
 LOCK_FILE = ".lock"
 TMP_PREFIX = ".tmp-"
@@ -92,9 +78,12 @@ CRASH_POINTS = (
 #: only if it changed; ``size`` compares sizes only (catches truncation, not bit flips).
 VerifyMode = Literal["always", "once", "size"]
 
-_CHUNK = 1 << 20
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 _LOCK_POLL_S = 0.05
+
+
+Source = Path | str | Mapping[str, Path | str | bytes]
+Progress = Callable[[str], None]
 
 
 def default_registry_root() -> Path:
@@ -108,218 +97,6 @@ def registry_root(config: RegistryConfig) -> Path:
 
 
 # -- errors -------------------------------------------------------------------------------
-
-
-class RegistryError(FlinkAIError):
-    """Base class of the registry's errors."""
-
-
-class ModelNotPublishedError(RegistryError):
-    """No version of the model (or not the requested one) has been published."""
-
-
-class CorruptVersionError(RegistryError):
-    """A version's files or manifest are missing, partial or differ from the manifest.
-
-    Attributes:
-        path: The file or folder at fault.
-    """
-
-    def __init__(self, path: Path, detail: str) -> None:
-        super().__init__(f"{path}: {detail}")
-        self.path = path
-
-
-class VersionConflictError(RegistryError):
-    """The requested version exists with different content; versions are immutable."""
-
-
-class RegistryLockTimeout(RegistryError):
-    """Another publisher held the model's lock for longer than the timeout."""
-
-
-# -- data ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RegistryFile:
-    """One file of a version, by POSIX path relative to the version folder."""
-
-    path: str
-    sha256: str
-    size: int
-
-
-@dataclass(frozen=True)
-class VersionManifest:
-    """Content of ``registry-manifest.json``.
-
-    Attributes:
-        name: Model name in the registry.
-        version: Version name (the first 12 hex digits of a content hash by default).
-        sequence: Publish order, strictly increasing per model name.
-        created_at: ISO-8601 UTC time of the publish.
-        files: Every file of the version except this manifest.
-        metadata: Free-form strings given at publish (e.g. the base model of an adapter).
-        format_version: Version of this manifest layout.
-    """
-
-    name: str
-    version: str
-    sequence: int
-    created_at: str
-    files: tuple[RegistryFile, ...]
-    metadata: Mapping[str, str] = field(default_factory=dict)
-    format_version: int = FORMAT_VERSION
-
-    @property
-    def size_bytes(self) -> int:
-        return sum(f.size for f in self.files)
-
-    def to_json(self) -> str:
-        data = {
-            "format_version": self.format_version,
-            "name": self.name,
-            "version": self.version,
-            "sequence": self.sequence,
-            "created_at": self.created_at,
-            "files": {f.path: {"sha256": f.sha256, "size": f.size} for f in self.files},
-            "metadata": dict(self.metadata),
-        }
-        return json.dumps(data, indent=2, sort_keys=True) + "\n"
-
-    @classmethod
-    def parse(cls, raw: bytes, where: Path) -> VersionManifest:
-        """Parse and validate manifest bytes.
-
-        Raises:
-            CorruptVersionError: Not JSON, wrong format, or a path escaping the folder.
-        """
-        try:
-            data = json.loads(raw.decode("utf-8"))
-            if int(data["format_version"]) != FORMAT_VERSION:
-                raise ValueError(f"format_version {data['format_version']} is not supported")
-            manifest = cls(
-                name=str(data["name"]),
-                version=str(data["version"]),
-                sequence=int(data["sequence"]),
-                created_at=str(data["created_at"]),
-                files=tuple(
-                    RegistryFile(str(p), str(e["sha256"]), int(e["size"]))
-                    for p, e in sorted(dict(data["files"]).items())
-                ),
-                metadata={str(k): str(v) for k, v in dict(data.get("metadata", {})).items()},
-            )
-        except (UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError) as e:
-            raise CorruptVersionError(where, f"invalid manifest ({type(e).__name__}: {e})") from e
-        for entry in manifest.files:
-            _check_relative(entry.path, where)
-        return manifest
-
-
-@dataclass(frozen=True)
-class Pointer:
-    """Content of ``CURRENT``: which version serves, and the hash of its manifest.
-
-    Attributes:
-        name: Model name.
-        version: The serving version.
-        sequence: That version's publish sequence number.
-        manifest_sha256: sha256 of its ``registry-manifest.json`` (binds the pointer to
-            exactly that manifest, so a replaced manifest is detected).
-        generation: Incremented on every pointer swap, rollbacks included.
-        published_at: ISO-8601 UTC time of the swap.
-    """
-
-    name: str
-    version: str
-    sequence: int
-    manifest_sha256: str
-    generation: int
-    published_at: str
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
-
-
-@dataclass(frozen=True)
-class PublishedModel:
-    """A verified version, ready to load.
-
-    Attributes:
-        name: Model name in the registry.
-        version: Version name.
-        path: The version folder (``<root>/<name>/versions/<version>``).
-        manifest: Its registry manifest.
-    """
-
-    name: str
-    version: str
-    path: Path
-    manifest: VersionManifest
-
-    @property
-    def sequence(self) -> int:
-        return self.manifest.sequence
-
-    @property
-    def model_version(self) -> str:
-        """``<name>@<version>``, the string written next to every output row."""
-        return f"{self.name}@{self.version}"
-
-    def file(self, rel: str) -> Path:
-        """Path of one listed file.
-
-        Raises:
-            KeyError: The version has no such file.
-        """
-        if not any(f.path == rel for f in self.manifest.files):
-            raise KeyError(f"{self.model_version} has no file {rel!r}")
-        return self.path / rel
-
-    @property
-    def single_file(self) -> Path:
-        """The only file of a single-file version (e.g. adapter weights).
-
-        Raises:
-            RegistryError: The version holds more than one file.
-        """
-        if len(self.manifest.files) != 1:
-            raise RegistryError(
-                f"{self.model_version} holds {len(self.manifest.files)} files, not one"
-            )
-        return self.path / self.manifest.files[0].path
-
-
-@dataclass(frozen=True)
-class VersionInfo:
-    """One row of :meth:`ModelRegistry.list_versions`.
-
-    Attributes:
-        version: Version name.
-        sequence: Publish sequence number (-1 when the manifest is unreadable).
-        created_at: Publish time, empty when unknown.
-        files: Number of files.
-        size_bytes: Total size of the files.
-        current: Whether ``CURRENT`` points at it.
-        problem: Why the version cannot be served, or None when it is fine (only
-            checked in full when listing with ``verify=True``).
-    """
-
-    version: str
-    sequence: int
-    created_at: str
-    files: int
-    size_bytes: int
-    current: bool
-    problem: str | None = None
-
-
-Source = Path | str | Mapping[str, Path | str | bytes]
-Progress = Callable[[str], None]
-
-
-# -- the registry -------------------------------------------------------------------------
 
 
 class ModelRegistry:
@@ -846,13 +623,6 @@ def _check_name(value: str, what: str) -> str:
     return value
 
 
-def _check_relative(rel: str, where: Path) -> None:
-    p = PurePosixPath(rel)
-    # Manifests and mappings are data: never let them point outside the version folder.
-    if not rel or p.is_absolute() or ".." in p.parts or rel == REGISTRY_MANIFEST:
-        raise CorruptVersionError(where, f"invalid file path {rel!r}")
-
-
 def _plan(source: Source) -> list[tuple[str, Path | bytes]]:
     """Relative destination path and source of every file to publish, sorted."""
     if isinstance(source, Mapping):
@@ -887,19 +657,6 @@ def _plan(source: Source) -> list[tuple[str, Path | bytes]]:
     return sorted(entries, key=lambda e: e[0])
 
 
-def _chunks(src: Path | bytes) -> Iterator[bytes]:
-    if isinstance(src, bytes):
-        view = memoryview(src)
-        for start in range(0, max(len(src), 1), _CHUNK):
-            yield bytes(view[start : start + _CHUNK])
-        return
-    with src.open("rb") as f:
-        first = True
-        while (chunk := f.read(_CHUNK)) or first:
-            first = False
-            yield chunk
-
-
 def _check_artifact_manifest(tmp: Path, files: tuple[RegistryFile, ...]) -> str | None:
     """Refuse an exported model whose files do not match its own ``manifest.json``.
 
@@ -931,44 +688,6 @@ def _content_version(files: tuple[RegistryFile, ...]) -> str:
     for f in files:
         h.update(f"{f.path}\0{f.sha256}\n".encode())
     return h.hexdigest()[:12]
-
-
-def _write_durable(path: Path, data: bytes) -> None:
-    with path.open("xb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _makedirs_durable(path: Path) -> None:
-    """``mkdir -p`` that fsyncs the parent of every folder it creates."""
-    missing: list[Path] = []
-    p = path
-    while not p.exists():
-        missing.append(p)
-        p = p.parent
-    for folder in reversed(missing):
-        try:
-            folder.mkdir()
-        except FileExistsError:
-            continue  # created concurrently by another publisher
-        _fsync_dir(folder.parent)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _lock_holder(fd: int) -> str:
