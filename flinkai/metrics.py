@@ -16,6 +16,13 @@ the reading side (:func:`scrape`).
 
 An exported name is ``flink_taskmanager_job_task_operator_flinkai_<name>``
 (:func:`prometheus_name`); the Helm chart's HPA rules use these names.
+
+The two main autoscaling signals are not registered here. The backlog
+(:data:`BACKLOG_DEPTH`) is Flink's own ``pendingRecords`` source metric, which the
+chart's prometheus-adapter rule sums and divides by the embedding batch size: the
+Python workers never see the Kafka source. GPU utilisation is a device property read
+at scrape time by :mod:`flinkai.gpu_metrics`, so that it is absent without a GPU and
+never stale on an idle TaskManager.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "BACKLOG_DEPTH",
     "GROUP",
     "METRICS",
     "PROMETHEUS_PREFIX",
@@ -95,6 +103,10 @@ INTERNAL_ERRORS = MetricSpec(
     "counter",
     "rows a Python function raised on unexpectedly (dead-lettered as internal_error)",
 )
+
+#: The HPA's backlog metric: Kafka records the job's sources have not read yet, in
+#: embedding batches (prometheus-adapter rule over Flink's pendingRecords).
+BACKLOG_DEPTH = "ai_operator_backlog_depth"
 
 #: Every metric flinkai registers, by name.
 METRICS: dict[str, MetricSpec] = {

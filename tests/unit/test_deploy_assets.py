@@ -113,7 +113,7 @@ def test_hpa_metrics_are_served_by_the_adapter_rules(values: dict[str, Any]) -> 
         "External": {r["name"]["as"] for r in rules["external"]},
     }
     a = values["autoscaling"]
-    assert a["backlog"]["metricName"] == "ai_operator_backlog_depth"
+    assert a["backlog"]["metricName"] == metrics.BACKLOG_DEPTH
     assert a["backlog"]["metricName"] in served["External"]
     assert a["gpuUtilization"]["metricName"] == gpu_metrics.GPU_UTILIZATION
     assert a["gpuUtilization"]["metricName"] in served["Pods"]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from flinkai import gpu_metrics
+from flinkai import gpu_metrics, metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / ".ci" / "deploy-check"
@@ -162,7 +162,7 @@ def test_hpa_targets_and_windows() -> None:
         m[m["type"].lower()]["metric"]["name"]: m[m["type"].lower()]["target"]
         for m in hpa["spec"]["metrics"]
     }
-    assert targets["ai_operator_backlog_depth"] == {"type": "AverageValue", "averageValue": "10"}
+    assert targets[metrics.BACKLOG_DEPTH] == {"type": "AverageValue", "averageValue": "10"}
     assert targets[gpu_metrics.GPU_UTILIZATION] == {"type": "AverageValue", "averageValue": "750m"}
     assert hpa["spec"]["behavior"]["scaleUp"]["stabilizationWindowSeconds"] == 30
 
@@ -170,10 +170,8 @@ def test_hpa_targets_and_windows() -> None:
     queries = {
         r["name"]["as"]: r["metricsQuery"] for r in adapter["rules"] + adapter["externalRules"]
     }
-    assert "[30s]" in queries["ai_operator_backlog_depth"]
-    assert queries["ai_operator_backlog_depth"].endswith(
-        "/ 64"
-    )  # in batches of embedding.batch_size
+    assert "[30s]" in queries[metrics.BACKLOG_DEPTH]
+    assert queries[metrics.BACKLOG_DEPTH].endswith("/ 64")  # in batches of embedding.batch_size
     assert "[60s]" in queries[gpu_metrics.GPU_UTILIZATION]
 
     tm = objects["Deployment/flinkai-taskmanager"]["spec"]["template"]["spec"]["containers"][0]
@@ -188,6 +186,6 @@ def test_no_gpu_metric_when_taskmanagers_have_no_gpu() -> None:
     names = {m[m["type"].lower()]["metric"]["name"] for m in hpa["spec"]["metrics"]}
     # An HPA metric no pod reports would block every scale-down.
     assert gpu_metrics.GPU_UTILIZATION not in names
-    assert "ai_operator_backlog_depth" in names
+    assert metrics.BACKLOG_DEPTH in names
     tm = objects["Deployment/flinkai-taskmanager"]["spec"]["template"]["spec"]["containers"][0]
     assert tm["args"] == ["taskmanager"] and "command" not in tm
