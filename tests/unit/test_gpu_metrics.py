@@ -7,7 +7,9 @@ same parser the autoscaling checks use; only NVML is faked, since CI has no GPU.
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
+import time
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -142,3 +144,30 @@ def test_real_binding_on_this_machine() -> None:
     assert nvml is pynvml
     (family,) = gpu_metrics.GpuUtilizationCollector(nvml).collect()
     assert all(0.0 <= s.value <= 1.0 for s in family.samples)
+
+
+def test_the_charts_command_serves_an_empty_endpoint_without_a_gpu() -> None:
+    """`python -m flinkai.gpu_metrics --port P`, as the TaskManager container starts it."""
+    if gpu_metrics.load_nvml() is not None:
+        pytest.skip("this machine has a GPU")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flinkai.gpu_metrics", "--port", str(port), "--host", "127.0.0.1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                samples = metrics.scrape(f"http://127.0.0.1:{port}/metrics", timeout_s=2)
+                break
+            except OSError:
+                assert proc.poll() is None, proc.communicate()[1]
+                assert time.monotonic() < deadline, "exporter did not start"
+                time.sleep(0.2)
+        assert samples == {}
+    finally:
+        proc.terminate()
+        proc.wait(10)
