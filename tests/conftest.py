@@ -57,7 +57,8 @@ def shared_datasets() -> Path:
 def model_artifacts() -> ModelArtifacts:
     """The default ONNX artifacts; exported now when missing (needs the ``torch`` extra)."""
     from flinkai.config import ModelConfig
-    from flinkai.models.artifacts import ArtifactError, load_artifacts
+    from flinkai.models.artifacts import load_artifacts
+    from flinkai.models.errors import ArtifactError
 
     try:
         return load_artifacts(ModelConfig())

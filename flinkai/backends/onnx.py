@@ -21,7 +21,8 @@ from flinkai.backends.batching import load_tokenizer, plan_sub_batches
 from flinkai.backends.errors import BackendError, InvalidInput
 from flinkai.config import Config, EmbeddingConfig, ModelConfig, OnnxConfig
 from flinkai.errors import ConfigError
-from flinkai.models.artifacts import ArtifactError, ModelArtifacts, load_artifacts
+from flinkai.models.artifacts import ModelArtifacts, load_artifacts
+from flinkai.models.errors import ArtifactError
 
 __all__ = [
     "PROVIDERS",

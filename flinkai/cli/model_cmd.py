@@ -124,7 +124,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _quantize(args: argparse.Namespace) -> int:
-    from flinkai.models.quantize import QuantizeError, QuantizeOptions, quantize_model
+    from flinkai.models.errors import QuantizeError
+    from flinkai.models.quantize import QuantizeOptions, quantize_model
 
     options = QuantizeOptions(
         method=args.method,

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from flinkai.config import PredictConfig
-from flinkai.errors import ConfigError, SetupError
+from flinkai.errors import ConfigError
+from flinkai.functions.errors import ScoringModelError
 from flinkai.functions.events import Reason
 from flinkai.sharing import SharedPool
 
@@ -32,7 +33,6 @@ __all__ = [
     "PredictFunction",
     "PredictResult",
     "ScoringModel",
-    "ScoringModelError",
     "acquire_scoring_model",
     "live_scoring_models",
     "release_scoring_model",
@@ -45,10 +45,6 @@ _INPUT_DTYPES: dict[str, type[np.floating[Any]]] = {
     "tensor(float)": np.float32,
     "tensor(double)": np.float64,
 }
-
-
-class ScoringModelError(SetupError):
-    """The scoring model is missing, unreadable, or does not match :class:`PredictConfig`."""
 
 
 @dataclass(frozen=True)

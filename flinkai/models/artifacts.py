@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from flinkai.config import ModelConfig
-from flinkai.errors import SetupError
+from flinkai.models.errors import EXPORT_HINT, ArtifactError, ChecksumMismatchError
 from flinkai.paths import models_dir
 
 __all__ = [
@@ -38,8 +38,6 @@ __all__ = [
     "TOKENIZER_FILE",
     "TRITON_DIR",
     "VARIANT_FILES",
-    "ArtifactError",
-    "ChecksumMismatchError",
     "FileEntry",
     "Manifest",
     "ModelArtifacts",
@@ -67,22 +65,6 @@ VARIANT_FILES: Mapping[str, str] = {
     "int8": "model.int8.onnx",
     "fp16": "model.fp16.onnx",
 }
-_EXPORT_HINT = "run `flinkai model export`"
-
-
-class ArtifactError(SetupError):
-    """Model artifacts are missing, incomplete or inconsistent with the config."""
-
-
-class ChecksumMismatchError(ArtifactError):
-    """A file's size or sha256 differs from the manifest."""
-
-    def __init__(self, path: Path, detail: str) -> None:
-        super().__init__(
-            f"{path}: {detail}; the artifact is corrupted or was changed after export "
-            f"({_EXPORT_HINT} --force to rebuild)"
-        )
-        self.path = path
 
 
 @dataclass(frozen=True)
@@ -180,7 +162,7 @@ class Manifest:
             if fmt != FORMAT_VERSION:
                 raise ArtifactError(
                     f"{where}: manifest format {fmt} is not supported (expected "
-                    f"{FORMAT_VERSION}); {_EXPORT_HINT} --force"
+                    f"{FORMAT_VERSION}); {EXPORT_HINT} --force"
                 )
             files = tuple(
                 FileEntry(str(p), str(e["sha256"]), int(e["size"]))
@@ -396,12 +378,12 @@ def read_manifest(root: Path) -> Manifest:
     path = root / MANIFEST_FILE
     if not path.is_file():
         raise ArtifactError(
-            f"no model artifacts at {root} ({MANIFEST_FILE} missing); {_EXPORT_HINT}"
+            f"no model artifacts at {root} ({MANIFEST_FILE} missing); {EXPORT_HINT}"
         )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ArtifactError(f"{path}: cannot read manifest ({e}); {_EXPORT_HINT} --force") from e
+        raise ArtifactError(f"{path}: cannot read manifest ({e}); {EXPORT_HINT} --force") from e
     if not isinstance(data, dict):
         raise ArtifactError(f"{path}: manifest must be a JSON object")
     return Manifest.from_dict(data, where=str(path))
@@ -423,7 +405,7 @@ def verify_files(root: Path, manifest: Manifest, *, checksums: bool = True) -> N
     for entry in manifest.files:
         path = root / entry.path
         if not path.is_file():
-            raise ArtifactError(f"{path} is missing; {_EXPORT_HINT} --force")
+            raise ArtifactError(f"{path} is missing; {EXPORT_HINT} --force")
         size = path.stat().st_size
         if size != entry.size:
             raise ChecksumMismatchError(path, f"size {size} != {entry.size} in the manifest")

@@ -36,11 +36,11 @@ from typing import Any, Protocol
 import kafka.errors as kerrors
 from kafka import KafkaConsumer, TopicPartition
 
+from flinkai.models.errors import ControlMessageError
 from flinkai.sharing import SharedPool
 
 __all__ = [
     "ControlMessage",
-    "ControlMessageError",
     "ControlStats",
     "ControlSubscription",
     "ControlTopic",
@@ -73,10 +73,6 @@ _LOG_EVERY_S = 60.0
 #: (kafka-python then blocks, and leaks its IO thread when the broker is down);
 #: each connection still negotiates down to what the broker supports.
 _API_VERSION = (3, 0)
-
-
-class ControlMessageError(ValueError):
-    """A control message that cannot be used; the text says why."""
 
 
 @dataclass(frozen=True)

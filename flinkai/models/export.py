@@ -27,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 
 from flinkai.config import Config, EmbeddingConfig, ModelConfig, OnnxConfig
-from flinkai.errors import ConfigError, SetupError, require
+from flinkai.errors import ConfigError, require
 from flinkai.models.artifacts import (
     INPUT_NAMES,
     MODEL_FILE,
@@ -42,12 +42,12 @@ from flinkai.models.artifacts import (
     read_manifest,
     write_manifest,
 )
+from flinkai.models.errors import ExportError
 
 __all__ = [
     "MIN_COSINE",
     "OPSET",
     "SAMPLE_SENTENCES",
-    "ExportError",
     "ExportResult",
     "export_model",
     "render_triton_config",
@@ -106,10 +106,6 @@ SAMPLE_SENTENCES: tuple[str, ...] = (
         for i in range(60)
     ),
 )
-
-
-class ExportError(SetupError):
-    """The export or its verification failed; nothing was written at the target."""
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,6 @@ from typing import Any, Literal
 import numpy as np
 
 from flinkai.config import ModelConfig
-from flinkai.errors import SetupError
 from flinkai.models.artifacts import (
     VARIANT_FILES,
     FileEntry,
@@ -43,11 +42,11 @@ from flinkai.models.artifacts import (
     sha256_file,
     write_manifest,
 )
+from flinkai.models.errors import QuantizeError
 
 __all__ = [
     "ATTENTION_SCORE_NODES",
     "DEFAULT_MIN_COSINE",
-    "QuantizeError",
     "QuantizeOptions",
     "QuantizeResult",
     "embed_with",
@@ -73,10 +72,6 @@ _SEED = 0
 _VARIANT = "int8"
 
 Progress = Callable[[str], None]
-
-
-class QuantizeError(SetupError):
-    """Quantisation failed or its result was not accurate enough; nothing was installed."""
 
 
 @dataclass(frozen=True)

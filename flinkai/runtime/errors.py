@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from flinkai.errors import FlinkAIError
 
-__all__ = ["JobFailed", "ScriptError"]
+__all__ = ["JobFailedError", "ScriptError"]
 
 
 class ScriptError(FlinkAIError):
     """A script cannot run: bad SQL, unknown function, missing placeholder or jar."""
 
 
-class JobFailed(FlinkAIError):
+class JobFailedError(FlinkAIError):
     """The Flink job was submitted but failed while running."""

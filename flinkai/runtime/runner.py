@@ -28,7 +28,7 @@ from typing import Any
 from flinkai.config import Config
 from flinkai.errors import FlinkAIError, SetupError
 from flinkai.runtime.environment import Target, create_table_env, flink_settings
-from flinkai.runtime.errors import JobFailed, ScriptError
+from flinkai.runtime.errors import JobFailedError, ScriptError
 from flinkai.runtime.guarantees import check_delivery, kafka_tables
 from flinkai.runtime.jars import connector_jars
 from flinkai.runtime.java_errors import summarize_java_error
@@ -290,7 +290,7 @@ def run_script(
     options: RunOptions | None = None,
     on_submit: Callable[[str], None] | None = None,
 ) -> RunResult:
-    """Run a SQL script; raises :class:`ScriptError` or :class:`JobFailed` with file:line."""
+    """Run a SQL script; raises :class:`ScriptError` or :class:`JobFailedError` with file:line."""
     options = options or RunOptions()
     path = Path(path)
     udf_dirs = options.udf_dirs or default_udf_dirs(path)
@@ -398,10 +398,10 @@ def _wait(result: Any, script: Script, timeout_s: float) -> str:
         text = str(e)
         if "TimeoutException" in text or "timeout" in type(e).__name__.lower():
             _cancel(result)
-            raise JobFailed(
+            raise JobFailedError(
                 f"{script.path}: job did not finish within {timeout_s:.0f} s; cancelled"
             ) from e
-        raise JobFailed(f"{script.path}: job failed:\n  {summarize_java_error(e)}") from e
+        raise JobFailedError(f"{script.path}: job failed:\n  {summarize_java_error(e)}") from e
     return "FINISHED"
 
 

@@ -254,7 +254,8 @@ class _Stub:
 
 
 def test_verification_rejects_a_mismatch(artifacts: ModelArtifacts) -> None:
-    from flinkai.models.export import ExportError, verify_export
+    from flinkai.models.errors import ExportError
+    from flinkai.models.export import verify_export
 
     cfg = replace(ModelConfig(), dir=str(artifacts.root))
     assert verify_export(cfg, texts=("a short text",)) >= 0.999

@@ -23,7 +23,7 @@ from flinkai.config import Config, load_config
 from flinkai.kafka.admin import consume_all, create_topics, produce
 from flinkai.kafka.broker import LocalKafka
 from flinkai.models.artifacts import ModelArtifacts
-from flinkai.runtime.errors import JobFailed
+from flinkai.runtime.errors import JobFailedError
 from flinkai.runtime.runner import RunOptions, run_script
 from tests.unit.test_predict import N_FEATURES, build_logistic_regression
 
@@ -247,7 +247,7 @@ def test_fail_policy_fails_the_job_instead(
     create_topics(bootstrap, [topics[k] for k in ("CLICKS_TOPIC", "EMBEDDINGS_TOPIC", "DLQ_TOPIC")])
     produce(bootstrap, topics["CLICKS_TOPIC"], _boom_events())
 
-    with pytest.raises(JobFailed, match="ZeroDivisionError"):
+    with pytest.raises(JobFailedError, match="ZeroDivisionError"):
         _run(
             "embed_clicks.sql",
             config,

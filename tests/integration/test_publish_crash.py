@@ -23,7 +23,8 @@ import pytest
 
 from flinkai.backends.base import EmbeddingBackend
 from flinkai.config import Config, ModelConfig, OnnxConfig
-from flinkai.models.artifacts import MODEL_FILE, ArtifactError, ModelArtifacts, load_artifacts
+from flinkai.models.artifacts import MODEL_FILE, ModelArtifacts, load_artifacts
+from flinkai.models.errors import ArtifactError
 from flinkai.models.hotswap import (
     HotSwappingBackend,
     artifact_dir_factory,

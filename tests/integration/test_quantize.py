@@ -20,8 +20,9 @@ from flinkai.models.artifacts import (
     load_artifacts,
     read_manifest,
 )
+from flinkai.models.errors import QuantizeError
 from flinkai.models.export import SAMPLE_SENTENCES
-from flinkai.models.quantize import QuantizeError, QuantizeOptions, quantize_model
+from flinkai.models.quantize import QuantizeOptions, quantize_model
 
 pytestmark = pytest.mark.integration
 

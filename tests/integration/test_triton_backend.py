@@ -30,7 +30,8 @@ from flinkai.backends.triton import TritonEmbeddingBackend
 from flinkai.config import Config, EmbeddingConfig, ModelConfig, TritonConfig
 from flinkai.datasets import load_ag_news
 from flinkai.errors import MissingDependencyError, SetupError
-from flinkai.models.artifacts import ArtifactError, ModelArtifacts, load_artifacts
+from flinkai.models.artifacts import ModelArtifacts, load_artifacts
+from flinkai.models.errors import ArtifactError
 from flinkai.serve.triton_server import (
     TritonServer,
     TritonServerOptions,

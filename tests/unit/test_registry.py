@@ -21,7 +21,7 @@ from flinkai.models.registry import (
     ModelRegistry,
     RegistryConfig,
     RegistryError,
-    RegistryLockTimeout,
+    RegistryLockTimeoutError,
     VersionConflictError,
     default_registry_root,
     registry_root,
@@ -417,7 +417,7 @@ def test_lock_serialises_two_publishers(reg: ModelRegistry, tmp_path: Path) -> N
     assert not (reg.root / NAME / POINTER_FILE).exists()
 
     # A third publisher with a timeout gives up with a clear error.
-    with pytest.raises(RegistryLockTimeout, match="held by pid"):
+    with pytest.raises(RegistryLockTimeoutError, match="held by pid"):
         ModelRegistry(reg.root, lock_timeout_s=0.1).publish(NAME, src_b)
 
     release.set()

@@ -26,7 +26,7 @@ from flinkai.models.registry.errors import (
     CorruptVersionError,
     ModelNotPublishedError,
     RegistryError,
-    RegistryLockTimeout,
+    RegistryLockTimeoutError,
     VersionConflictError,
 )
 from flinkai.models.registry.manifest import (
@@ -58,7 +58,7 @@ __all__ = [
     "RegistryConfig",
     "RegistryError",
     "RegistryFile",
-    "RegistryLockTimeout",
+    "RegistryLockTimeoutError",
     "VerifyMode",
     "VersionConflictError",
     "VersionInfo",

@@ -10,7 +10,7 @@ __all__ = [
     "CorruptVersionError",
     "ModelNotPublishedError",
     "RegistryError",
-    "RegistryLockTimeout",
+    "RegistryLockTimeoutError",
     "VersionConflictError",
 ]
 
@@ -39,7 +39,7 @@ class VersionConflictError(RegistryError):
     """The requested version exists with different content; versions are immutable."""
 
 
-class RegistryLockTimeout(RegistryError):
+class RegistryLockTimeoutError(RegistryError):
     """Another publisher held the model's lock for longer than the timeout."""
 
 

@@ -31,7 +31,7 @@ from flinkai.models.registry.errors import (
     CorruptVersionError,
     ModelNotPublishedError,
     RegistryError,
-    RegistryLockTimeout,
+    RegistryLockTimeoutError,
     VersionConflictError,
 )
 from flinkai.models.registry.manifest import (
@@ -324,7 +324,7 @@ class ModelRegistry:
         Raises:
             RegistryError: The source is empty, unreadable or not a valid model.
             VersionConflictError: ``version`` exists with different content.
-            RegistryLockTimeout: Another publisher held the lock too long.
+            RegistryLockTimeoutError: Another publisher held the lock too long.
         """
         say = progress or log.info
         entries = _plan(source)
@@ -442,7 +442,7 @@ class ModelRegistry:
                 return
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise RegistryLockTimeout(
+                    raise RegistryLockTimeoutError(
                         f"gave up after {self.lock_timeout_s:g}s waiting for the publish lock "
                         f"on {name!r} ({_lock_holder(fd)})"
                     ) from None
