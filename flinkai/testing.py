@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flinkai.kafka.admin import Record, TopicSnapshot, read_to_end_offsets
-from flinkai.kafka.broker import LocalKafka, free_port
+from flinkai.kafka.broker import LocalKafka
+from flinkai.local.process import free_port
 
 if TYPE_CHECKING:
     from flinkai.config import Config

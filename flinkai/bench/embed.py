@@ -409,7 +409,8 @@ def _udf_dirs(args: dict[str, Any]) -> tuple[Path, ...]:
 
 @contextlib.contextmanager
 def _kafka() -> Iterator[str]:
-    from flinkai.kafka.broker import LocalKafka, free_port
+    from flinkai.kafka.broker import LocalKafka
+    from flinkai.local.process import free_port
 
     with (
         tempfile.TemporaryDirectory(prefix="flinkai-bench-kafka-") as d,

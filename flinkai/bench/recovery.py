@@ -49,7 +49,8 @@ from typing import Any
 
 from flinkai.config import Config, load_config
 from flinkai.errors import FlinkAIError, SetupError
-from flinkai.kafka.broker import LocalKafka, free_port
+from flinkai.kafka.broker import LocalKafka
+from flinkai.local.process import free_port
 from flinkai.runtime.cluster import FlinkRest, LocalFlinkCluster
 from flinkai.runtime.environment import Target
 from flinkai.testing import EmbedJob

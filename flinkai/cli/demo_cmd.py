@@ -35,7 +35,8 @@ def _script(path: Path | None) -> Path:
 
 def _demo(args: argparse.Namespace) -> int:
     from flinkai.demo import print_report, run_demo
-    from flinkai.kafka.broker import LocalKafka, free_port
+    from flinkai.kafka.broker import LocalKafka
+    from flinkai.local.process import free_port
     from flinkai.models.artifacts import load_artifacts
 
     config = load_config(args.config)

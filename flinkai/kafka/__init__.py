@@ -15,7 +15,7 @@ from flinkai.kafka.admin import (
     produce,
     wait_for_broker,
 )
-from flinkai.kafka.broker import BrokerStatus, LocalKafka, free_port
+from flinkai.kafka.broker import BrokerStatus, LocalKafka
 from flinkai.kafka.errors import BrokerUnavailableError, KafkaError, TopicNotFoundError
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "consume_all",
     "create_topics",
     "describe_cluster",
-    "free_port",
     "list_topics",
     "produce",
     "wait_for_broker",

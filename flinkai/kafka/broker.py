@@ -26,7 +26,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -39,6 +38,7 @@ from flinkai.config import KafkaConfig
 from flinkai.errors import SetupError
 from flinkai.kafka.admin import describe_cluster
 from flinkai.kafka.errors import BrokerUnavailableError
+from flinkai.local.process import free_port, pid_alive, port_in_use, read_int_file, tail, tcp_open
 from flinkai.paths import cache_root, jars_dir
 
 __all__ = [
@@ -47,9 +47,7 @@ __all__ = [
     "BrokerStatus",
     "LocalKafka",
     "default_data_dir",
-    "free_port",
     "new_cluster_id",
-    "port_in_use",
 ]
 
 log = logging.getLogger(__name__)
@@ -99,31 +97,6 @@ def default_data_dir() -> Path:
     return cache_root() / "kafka"
 
 
-def free_port(host: str = DEFAULT_HOST) -> int:
-    """A TCP port on ``host`` that nothing listens on right now.
-
-    The OS picks it; another process may still take it before it is used, so bind
-    soon after asking.
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def port_in_use(port: int, host: str = DEFAULT_HOST) -> bool:
-    """Whether binding ``host:port`` would fail because something holds it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        # Same option the JVM sets, so sockets of a broker that just stopped
-        # (TIME_WAIT) do not count as "in use".
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
 def new_cluster_id() -> str:
     """A random KRaft cluster id in Kafka's format (URL-safe base64 of a UUID, no padding)."""
     while True:
@@ -133,52 +106,8 @@ def new_cluster_id() -> str:
             return text
 
 
-def _tcp_open(host: str, port: int, timeout_s: float = 0.5) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
-
-
-def _tail(path: Path, lines: int) -> list[str]:
-    try:
-        with path.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            # Enough bytes for a few hundred typical lines; a tail never needs the whole file.
-            f.seek(max(0, size - 64 * 1024))
-            text = f.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return []
-    return text.splitlines()[-lines:]
-
-
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\")
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process (a zombie counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A child of ours that exited stays a zombie until reaped; reap it if it is ours.
-    try:
-        reaped, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        reaped = 0
-    if reaped == pid:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    # Field 3 is the state; the command name before it is in parentheses and may hold spaces.
-    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 class LocalKafka:
@@ -324,7 +253,7 @@ class LocalKafka:
         """
         running = self._running_pid()
         if running is not None:
-            port = self._read_int(self._port_file)
+            port = read_int_file(self._port_file)
             where = f" at {self.host}:{port}" if port else ""
             raise SetupError(
                 f"a Kafka broker for {self.data_dir} is already running (pid {running}{where}); "
@@ -439,21 +368,21 @@ class LocalKafka:
         pid = self._running_pid()
         if pid is None:
             return BrokerStatus(running=False, data_dir=self.data_dir, host=self.host)
-        port = self._read_int(self._port_file)
+        port = read_int_file(self._port_file)
         return BrokerStatus(
             running=True,
             data_dir=self.data_dir,
             pid=pid,
             host=self.host,
             port=port,
-            listening=port is not None and _tcp_open(self.host, port),
+            listening=port is not None and tcp_open(self.host, port),
         )
 
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
         """The last lines of the broker log, and of the JVM's own output if it wrote any."""
-        logged = _tail(self.log_file, lines)
+        logged = tail(self.log_file, lines)
         parts = [f"--- last lines of {self.log_file} ---", *(logged or ["(empty)"])]
-        out = [line for line in _tail(self._out_file, _OUT_TAIL_LINES) if line.strip()]
+        out = [line for line in tail(self._out_file, _OUT_TAIL_LINES) if line.strip()]
         if out:
             parts += [f"--- last lines of {self._out_file} ---", *out]
         return "\n".join(parts)
@@ -623,7 +552,7 @@ class LocalKafka:
                     f"{self.start_timeout_s:g}s\n{self.log_tail()}"
                 )
             # A cheap TCP check first: building a Kafka client per poll is not free.
-            if _tcp_open(self.host, self.port):
+            if tcp_open(self.host, self.port):
                 try:
                     cluster = describe_cluster(self.bootstrap, timeout_s=min(remaining, 2.0))
                 except BrokerUnavailableError:
@@ -652,7 +581,7 @@ class LocalKafka:
                 return False
             return True
         deadline = time.monotonic() + timeout_s
-        while _pid_alive(pid):
+        while pid_alive(pid):
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.1)
@@ -662,8 +591,8 @@ class LocalKafka:
         """The pid of a live broker for this data dir, or None."""
         if self._proc is not None and self._proc.poll() is None:
             return self._proc.pid
-        pid = self._read_int(self._pid_file)
-        if pid is None or not _pid_alive(pid):
+        pid = read_int_file(self._pid_file)
+        if pid is None or not pid_alive(pid):
             return None
         if not Path("/proc/self").is_dir():
             # No /proc (not Linux): the pid file and a live pid are all we can check.
@@ -674,13 +603,6 @@ class LocalKafka:
             return None
         ours = b"kafka.Kafka" in args and os.fsencode(str(self.properties_file)) in args
         return pid if ours else None
-
-    @staticmethod
-    def _read_int(path: Path) -> int | None:
-        try:
-            return int(path.read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
 
     def _remove_state_files(self) -> None:
         for path in (self._pid_file, self._port_file):

@@ -26,7 +26,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -44,6 +43,14 @@ from types import TracebackType
 from typing import Any
 
 from flinkai.errors import SetupError
+from flinkai.local.process import (
+    free_port,
+    group_members,
+    kill_stragglers,
+    signal_group,
+    spawn,
+    tail,
+)
 
 __all__ = [
     "FlinkRest",
@@ -111,54 +118,6 @@ _LEAKED_WORKER_ENV = (
 )
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> list[str]:
-    try:
-        with path.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 64 * 1024))
-            text = f.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return []
-    return text.splitlines()[-lines:]
-
-
-def _group_members(pgid: int) -> list[int]:
-    """PIDs whose process group is ``pgid`` (Linux /proc).
-
-    While any member lives, the kernel does not hand ``pgid`` out as a new PID, so a
-    match is always a process of that group.
-    """
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.getpgid(int(entry)) == pgid:
-                    out.append(int(entry))
-            except (ProcessLookupError, PermissionError):
-                continue  # exited while we looked
-    return out
-
-
-def _kill_stragglers(pgid: int) -> None:
-    """SIGKILL what is left of a group whose leader (our JVM) already exited and was reaped.
-
-    Python workers the JVM spawned can outlive it; they are members of its group.
-    Signalled by PID, never by group id: the leader's PID may already be reused.
-    """
-    for pid in _group_members(pgid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
 def _stock_java_opts(home: Path) -> str:
     """``env.java.opts.all`` of the distribution's own config.yaml."""
     import yaml
@@ -166,21 +125,6 @@ def _stock_java_opts(home: Path) -> str:
     stock = yaml.safe_load((home / "conf" / "config.yaml").read_text(encoding="utf-8")) or {}
     opts = stock.get("env", {}).get("java", {}).get("opts", {}).get("all")
     return str(opts) if opts else "--add-opens=java.base/java.nio=ALL-UNNAMED"
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    """Signal the process group led by ``pid`` (a JVM we started in its own session).
-
-    The group holds the JVM and the Python UDF workers it spawned; a crashed host
-    takes both down, and leaving workers behind would leak processes.
-    """
-    try:
-        os.killpg(pid, sig)
-    except ProcessLookupError:
-        return
-    except PermissionError:
-        # Not our group after all (should not happen); fall back to the pid we own.
-        os.kill(pid, sig)
 
 
 class FlinkRest:
@@ -434,7 +378,7 @@ class LocalFlinkCluster:
             self.work_dir = Path(tempfile.mkdtemp(prefix="flinkai-cluster-"))
         for name in ("conf", "lib", "log", "pid", "checkpoints", "tmp"):
             (self.work_dir / name).mkdir(parents=True, exist_ok=True)
-        self.rest_port, self.rpc_port = _free_port(), _free_port()
+        self.rest_port, self.rpc_port = free_port(HOST), free_port(HOST)
         self._write_conf(home)
         self._link_lib(home)
         try:
@@ -451,16 +395,16 @@ class LocalFlinkCluster:
         procs = [tm.proc for tm in self._tms] + ([self._jm] if self._jm is not None else [])
         for proc in procs:
             if proc.poll() is None:
-                _signal_group(proc.pid, signal.SIGTERM)
+                signal_group(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         for proc in procs:
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 log.warning("Flink process %d ignored SIGTERM; killing it", proc.pid)
-                _signal_group(proc.pid, signal.SIGKILL)
+                signal_group(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
-            _kill_stragglers(proc.pid)
+            kill_stragglers(proc.pid)
         self._jm = None
         self._tms = []
         if self._own_work_dir and not self.keep_work_dir and self.work_dir is not None:
@@ -548,18 +492,13 @@ class LocalFlinkCluster:
     def _spawn(
         self, home: Path, script: str, args: list[str], out_file: Path
     ) -> subprocess.Popen[bytes]:
-        with out_file.open("wb") as out:
-            return subprocess.Popen(
-                ["bash", str(home / "bin" / script), "start-foreground", *args],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.work_dir,
-                env=self._env(),
-                # Own session and process group: a Ctrl-C for the test runner does not
-                # hit the cluster, and a kill can take the JVM's Python workers along.
-                start_new_session=True,
-            )
+        # Own session: a kill can take the JVM's Python workers along (flinkai.local).
+        return spawn(
+            ["bash", str(home / "bin" / script), "start-foreground", *args],
+            out_file,
+            cwd=self.work_dir,
+            env=self._env(),
+        )
 
     def _start_jobmanager(self, home: Path) -> None:
         out_file = self.log_dir / "jobmanager.out"
@@ -631,10 +570,10 @@ class LocalFlinkCluster:
         )
 
     def _setup_error(self, what: str, out_file: Path) -> SetupError:
-        lines = _tail(out_file)
+        lines = tail(out_file)
         logs = sorted(self.log_dir.glob("*.log"), key=lambda p: p.stat().st_mtime)
         if logs:
-            lines += [f"--- {logs[-1].name}", *_tail(logs[-1])]
+            lines += [f"--- {logs[-1].name}", *tail(logs[-1])]
         return SetupError(f"{what}; work dir {self.work_dir}\n" + "\n".join(lines))
 
     # -- fault injection -------------------------------------------------------
@@ -654,7 +593,7 @@ class LocalFlinkCluster:
         """
         out: dict[int, str] = {}
         for leader in self.taskmanager_pids():
-            for pid in _group_members(leader):
+            for pid in group_members(leader):
                 try:
                     cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
                 except OSError:
@@ -682,9 +621,9 @@ class LocalFlinkCluster:
             tm = running[-1]
         log.info("SIGKILL Flink TaskManager %s (pid %d)", tm.resource_id, tm.pid)
         if tm.alive():
-            _signal_group(tm.pid, signal.SIGKILL)
+            signal_group(tm.pid, signal.SIGKILL)
         tm.proc.wait(timeout=10)
-        _kill_stragglers(tm.pid)
+        kill_stragglers(tm.pid)
         return tm
 
     # -- REST ------------------------------------------------------------------
@@ -723,5 +662,5 @@ class LocalFlinkCluster:
         parts = []
         for path in sorted(self.log_dir.glob("*")):
             if path.suffix in (".log", ".out"):
-                parts.append(f"--- {path.name}\n" + "\n".join(_tail(path, lines)))
+                parts.append(f"--- {path.name}\n" + "\n".join(tail(path, lines)))
         return "\n".join(parts)

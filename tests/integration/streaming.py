@@ -32,7 +32,7 @@ from flinkai.kafka.admin import (
     produce,
     read_to_end_offsets,
 )
-from flinkai.kafka.broker import free_port
+from flinkai.local.process import free_port
 from flinkai.runtime.cluster import FlinkRest
 from flinkai.testing import (
     EmbedJob,

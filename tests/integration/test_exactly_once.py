@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from flinkai.kafka.admin import Record
-from flinkai.kafka.broker import LocalKafka, free_port
+from flinkai.kafka.broker import LocalKafka
+from flinkai.local.process import free_port
 
 from .streaming import (
     StreamingJob,

@@ -25,8 +25,9 @@ from flinkai.kafka.admin import (
     read_to_end_offsets,
     wait_for_broker,
 )
-from flinkai.kafka.broker import LocalKafka, free_port, port_in_use
+from flinkai.kafka.broker import LocalKafka
 from flinkai.kafka.errors import KafkaError, TopicNotFoundError
+from flinkai.local.process import free_port, port_in_use
 from flinkai.testing import compare_ids, unique_topic
 
 pytestmark = pytest.mark.integration

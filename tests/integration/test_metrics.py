@@ -7,7 +7,8 @@ import pytest
 from flinkai import metrics
 from flinkai.config import load_config
 from flinkai.kafka.admin import produce
-from flinkai.kafka.broker import LocalKafka, free_port
+from flinkai.kafka.broker import LocalKafka
+from flinkai.local.process import free_port
 
 from .streaming import POISON, StreamingJob, make_events, wait_until
 

@@ -11,7 +11,7 @@ import pytest
 
 from flinkai.cli import main
 from flinkai.config import Config
-from flinkai.kafka.broker import free_port
+from flinkai.local.process import free_port
 from flinkai.models.control import (
     ControlMessage,
     ControlMessageError,

@@ -13,8 +13,9 @@ import pytest
 
 from flinkai.errors import SetupError
 from flinkai.kafka.admin import consume_all, create_topics, produce, wait_for_broker
-from flinkai.kafka.broker import LocalKafka, free_port, new_cluster_id, port_in_use
+from flinkai.kafka.broker import LocalKafka, new_cluster_id
 from flinkai.kafka.errors import BrokerUnavailableError
+from flinkai.local.process import free_port, port_in_use
 from flinkai.testing import unique_topic
 
 
