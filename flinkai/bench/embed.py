@@ -47,6 +47,7 @@ from flinkai.bench.embed_stats import (
     steady_rate,
     two_run_rate,
 )
+from flinkai.local.process import kill_stragglers, signal_group
 
 __all__ = ["JobSettings", "VariantResult", "register", "run_variant"]
 
@@ -638,9 +639,9 @@ def run_variant(
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:
     """SIGKILL the group of a variant child that has not been reaped yet (so its pid is its own)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    signal_group(proc.pid, signal.SIGKILL)
     proc.wait()
+    kill_stragglers(proc.pid)
 
 
 def _child(payload: str) -> None:
