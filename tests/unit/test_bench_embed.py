@@ -6,8 +6,9 @@ import argparse
 
 import pytest
 
-from flinkai.bench.embed import JobSettings, VariantResult, _ratio
-from flinkai.bench.embed_stats import (
+from flinkai.bench.embed import JobSettings, VariantResult
+from flinkai.bench.embed.command import _ratio
+from flinkai.bench.embed.stats import (
     cpu_between,
     event_latencies_ms,
     half_rate,

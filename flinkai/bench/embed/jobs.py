@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flinkai.bench.embed_stats import (
+from flinkai.bench.embed.stats import (
     event_latencies_ms,
     latency_windows,
     pacing_schedule,

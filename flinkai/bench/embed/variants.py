@@ -1,0 +1,412 @@
+"""The variants of the embed matrix; each runs inside its own child process (:mod:`.harness`)."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flinkai.bench.embed.results import VariantResult
+from flinkai.bench.embed.stats import (
+    cpu_between,
+    percentiles,
+    steady_rate,
+    two_run_rate,
+)
+from flinkai.bench.shared.rss import RssSampler
+
+__all__ = ["SMALL_RUN", "VARIANTS", "repo"]
+
+SMALL_RUN = 64
+
+
+def _texts(limit: int | None) -> list[str]:
+    from flinkai.datasets import load_ag_news
+
+    return [t for _, t in load_ag_news(limit=limit)]
+
+
+def _config(overrides: dict[str, dict[str, Any]] | None) -> Any:
+    from flinkai.config import load_config
+
+    config = load_config()
+    for section, values in (overrides or {}).items():
+        config = config.with_overrides(**{section: values})
+    return config
+
+
+def _raw_ort(texts: list[str], args: dict[str, Any]) -> VariantResult:
+    """A plain loop over the ORT session: tokenise, sort by length, pad, run. The limit."""
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    from flinkai.models.artifacts import load_artifacts
+
+    config = _config(None)
+    artifacts = load_artifacts(config.model)
+    batch = int(args["batch_size"])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = int(args.get("threads", 0))
+    t0 = time.perf_counter()
+    session = ort.InferenceSession(
+        str(artifacts.model_path), options, providers=["CPUExecutionProvider"]
+    )
+    t1 = time.perf_counter()
+    tok = Tokenizer.from_file(str(artifacts.tokenizer_path))
+    tok.enable_truncation(config.model.max_seq_length)
+    t2 = time.perf_counter()
+    latencies = []
+    out = np.empty((len(texts), config.model.dim), dtype=np.float32)
+    first_batch_s = None
+    start = time.perf_counter()  # tokenising is part of the work
+    cpu_start = time.process_time()
+    encodings = tok.encode_batch(texts)
+    ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
+    order = np.argsort([len(i) for i in ids], kind="stable")
+    for lo in range(0, len(order), batch):
+        idx = order[lo : lo + batch]
+        width = max(len(ids[i]) for i in idx)
+        input_ids = np.zeros((len(idx), width), dtype=np.int64)
+        mask = np.zeros_like(input_ids)
+        for row, i in enumerate(idx):
+            input_ids[row, : len(ids[i])] = ids[i]
+            mask[row, : len(ids[i])] = 1
+        b0 = time.perf_counter()
+        out[idx] = session.run(
+            None,
+            {
+                "input_ids": input_ids,
+                "attention_mask": mask,
+                "token_type_ids": np.zeros_like(input_ids),
+            },
+        )[0]
+        latencies.append((time.perf_counter() - b0) * 1000)
+        first_batch_s = first_batch_s or latencies[0] / 1000
+    total = time.perf_counter() - start
+    cpu_s = time.process_time() - cpu_start
+    p50, p99 = percentiles(latencies)
+    return VariantResult(
+        f"raw ORT fp32, batch {batch}, length-sorted",
+        len(texts),
+        len(texts) / total,
+        p50,
+        p99,
+        note=f"latency per batch; intra-op threads {options.intra_op_num_threads}",
+        extra={
+            "cpu_ms_per_text": cpu_s * 1000 / len(texts),
+            "cold_start_s": {
+                "session_create": t1 - t0,
+                "tokenizer_load": t2 - t1,
+                "first_batch": first_batch_s,
+            },
+        },
+    )
+
+
+def _raw_triton(texts: list[str], args: dict[str, Any]) -> VariantResult:
+    """The Triton client backend in a loop against a local server: the remote path's limit."""
+    from flinkai.bench.embed.jobs import triton_server, triton_unavailable_reason
+    from flinkai.serve.triton_server import TritonServerOptions
+
+    name = args["name"]
+    reason = triton_unavailable_reason()
+    if reason:
+        return VariantResult(name, note=f"n/a ({reason})")
+    config = _config(args.get("overrides"))
+    chunk = int(args.get("chunk", 1024))
+    with triton_server(config) as (served, info):
+        from flinkai.backends.triton import TritonEmbeddingBackend
+
+        backend = TritonEmbeddingBackend(served)
+        t0 = time.perf_counter()
+        backend.load()
+        load_s = time.perf_counter() - t0
+        latencies = []
+        start = time.perf_counter()
+        try:
+            for lo in range(0, len(texts), chunk):
+                c0 = time.perf_counter()
+                backend.infer_batch(texts[lo : lo + chunk])
+                latencies.append((time.perf_counter() - c0) * 1000)
+            seconds = time.perf_counter() - start
+        finally:
+            backend.close()
+    p50, p99 = percentiles(latencies)
+    max_batch = TritonServerOptions().max_batch_size
+    return VariantResult(
+        name,
+        len(texts),
+        len(texts) / seconds,
+        p50,
+        p99,
+        note=(
+            f"latency per {chunk}-text call; sub-batches of "
+            f"{served.embedding.batch_size}, server max batch {max_batch}; server in RSS"
+        ),
+        extra={
+            "server": info,
+            "cold_start_s": {"server_start": info.get("start_s"), "client_load": load_s},
+            "client_phases_s": dict(backend.cold_start.phases_s),
+        },
+    )
+
+
+def _beam(texts: list[str], args: dict[str, Any]) -> VariantResult:
+    """Apache Beam RunInference with Beam's ONNX handler (DirectRunner), same model and texts."""
+    import apache_beam as beam
+    from apache_beam.ml.inference.base import RunInference
+    from apache_beam.ml.inference.onnx_inference import OnnxModelHandlerNumpy
+    from tokenizers import Tokenizer
+
+    from flinkai.config import load_config
+    from flinkai.models.artifacts import load_artifacts
+
+    config = load_config()
+    artifacts = load_artifacts(config.model)
+    tok = Tokenizer.from_file(str(artifacts.tokenizer_path))
+    tok.enable_truncation(config.model.max_seq_length)
+    # Beam stacks elements into a batch, so they need one shape: pad to the longest text.
+    width = max(len(e.ids) for e in tok.encode_batch(texts))
+    batch = int(args.get("batch_size", 64))
+
+    def to_array(text: str) -> np.ndarray:
+        ids = tok.encode(text).ids
+        arr = np.zeros((3, width), dtype=np.int64)
+        arr[0, : len(ids)] = ids
+        arr[1, : len(ids)] = 1
+        return arr
+
+    def inference_fn(
+        session: Any, batch_arrays: Sequence[np.ndarray], inference_args: Any = None
+    ) -> Any:
+        stacked = np.stack(batch_arrays)
+        return session.run(
+            None,
+            {
+                "input_ids": stacked[:, 0],
+                "attention_mask": stacked[:, 1],
+                "token_type_ids": stacked[:, 2],
+            },
+        )[0]
+
+    handler = OnnxModelHandlerNumpy(
+        str(artifacts.model_path),
+        inference_fn=inference_fn,
+        min_batch_size=batch,
+        max_batch_size=batch,
+    )
+    start = time.perf_counter()
+    with beam.Pipeline() as p:
+        _ = (
+            p
+            | beam.Create(texts)
+            | beam.Map(to_array)
+            | RunInference(handler)
+            | beam.combiners.Count.Globally()
+        )
+    seconds = time.perf_counter() - start
+    return VariantResult(
+        f"Beam RunInference (ONNX handler, DirectRunner, batch {batch})",
+        len(texts),
+        len(texts) / seconds,
+        note=f"padded to {width} tokens",
+    )
+
+
+def _udf_dirs(args: dict[str, Any]) -> tuple[Path, ...]:
+    return tuple(Path(p) for p in args.get("udf_dirs") or ()) or (repo() / "udfs",)
+
+
+@contextlib.contextmanager
+def _kafka() -> Iterator[str]:
+    from flinkai.kafka.broker import LocalKafka
+    from flinkai.local.process import free_port
+
+    with (
+        tempfile.TemporaryDirectory(prefix="flinkai-bench-kafka-") as d,
+        LocalKafka(port=free_port(), data_dir=Path(d)) as kafka,
+    ):
+        yield kafka.bootstrap
+
+
+def _job(texts: list[str], args: dict[str, Any]) -> VariantResult:
+    """The flinkai job end to end: Kafka -> Flink SQL -> UDF -> Kafka, steady-state rate."""
+    from flinkai.bench.embed.jobs import triton_server, triton_unavailable_reason
+
+    name = args["name"]
+    config = _config(args.get("overrides"))
+    if args.get("backend") == "triton":
+        reason = triton_unavailable_reason()
+        if reason:
+            return VariantResult(name, note=f"n/a ({reason})")
+        with triton_server(config) as (served, info):
+            result = _measure_job(texts, served, args)
+        result.extra["server"] = info
+        result.note += "; Triton server (own ORT, in RSS) on loopback"
+        return result
+    return _measure_job(texts, config, args)
+
+
+def _measure_job(texts: list[str], config: Any, args: dict[str, Any]) -> VariantResult:
+    from flinkai.bench.embed.jobs import bounded_job_run
+
+    name = args["name"]
+    script = repo() / "jobs" / "embed_clicks.sql"
+    variables = dict(args.get("variables") or {})
+    udf_dirs = _udf_dirs(args)
+    extra: dict[str, Any] = {
+        "settings": {
+            "arrow_batch_size": config.runtime.arrow_batch_size,
+            "python_bundle_size": config.runtime.python_bundle_size,
+            "python_bundle_time_ms": config.runtime.python_bundle_time_ms,
+            "embedding_batch_size": config.embedding.batch_size,
+            "onnx_intra_op_threads": config.onnx.intra_op_threads,
+            "parallelism": config.runtime.parallelism,
+            "backend": config.embedding.backend,
+            "checkpoint_interval_ms": config.runtime.checkpoint_interval_ms,
+            "delivery_guarantee": variables.get("DELIVERY_GUARANTEE", "exactly-once"),
+        }
+    }
+    with _kafka() as bootstrap:
+        small = None
+        if args.get("two_run"):
+            small = bounded_job_run(
+                texts[:SMALL_RUN], bootstrap, config, script, variables, udf_dirs
+            )
+        submitted = time.time()
+        full = bounded_job_run(texts, bootstrap, config, script, variables, udf_dirs)
+    extra["job_seconds"] = full.job_seconds
+    if full.output_times_s:
+        extra["first_output_after_submit_s"] = min(full.output_times_s) - submitted
+    if full.embedded != len(texts):
+        return VariantResult(
+            name,
+            len(texts),
+            note=(
+                f"incomplete: {full.embedded}/{len(texts)} embedded, "
+                f"{full.dead_letters} dead letters ({'; '.join(full.dead_letter_reasons)})"
+            ),
+            extra=extra,
+        )
+    steady = steady_rate(full.output_times_s, full.output_partitions or None)
+    rate = steady.rate if steady is not None else None
+    if steady is not None and len(steady.subtask_rates) > 1:
+        extra["subtask_rates"] = {str(p): r for p, r in steady.subtask_rates.items()}
+        extra["subtask_outputs"] = {str(p): n for p, n in steady.subtask_outputs.items()}
+    if steady is not None and steady.window is not None and RssSampler.active is not None:
+        start, end = steady.window
+        cpu = cpu_between(RssSampler.active.cpu_series, start, end)
+        if cpu is not None:
+            # Every process of the variant: Kafka, the Flink JVM, Python workers, a server.
+            # Cores in use while every subtask was past its first flush, per text/s.
+            extra["cpu_ms_per_text"] = cpu / (end - start) * 1000 / steady.rate
+    notes = []
+    if small is not None:
+        marginal = two_run_rate(small.embedded, small.job_seconds, full.embedded, full.job_seconds)
+        extra["two_run_marginal_texts_per_s"] = marginal
+        extra["startup_run_seconds"] = small.job_seconds
+        notes.append(f"two-run marginal {marginal:.1f}" if marginal else "two-run marginal n/a")
+    if rate is None:
+        return VariantResult(
+            name,
+            len(texts),
+            note="n/a (fewer than two output flushes; use more texts)",
+            extra=extra,
+        )
+    first = extra.get("first_output_after_submit_s")
+    notes.insert(
+        0,
+        f"after 1st output; wall {full.job_seconds:.0f} s, 1st output at {first:.0f} s"
+        if first is not None
+        else "after 1st output",
+    )
+    return VariantResult(name, len(texts), rate, note="; ".join(notes), extra=extra)
+
+
+def _latency(texts: list[str], args: dict[str, Any]) -> VariantResult:
+    """The running job under a paced input at a fraction of its max rate: per-event latency."""
+    from flinkai.bench.embed.jobs import latency_job_run
+
+    name = args["name"]
+    config = _config(args.get("overrides"))
+    guarantee = args["guarantee"]
+    isolation = "read_uncommitted" if guarantee == "at-least-once" else "read_committed"
+    variables = {**(args.get("variables") or {}), "DELIVERY_GUARANTEE": guarantee}
+    rate = float(args["rate"])
+    warmup_s = float(args.get("warmup_s", 0.0))
+    with _kafka() as bootstrap:
+        run = latency_job_run(
+            texts,
+            bootstrap,
+            config,
+            repo() / "jobs" / "embed_clicks.sql",
+            variables,
+            _udf_dirs(args),
+            rate=rate,
+            duration_s=float(args["duration_s"]),
+            warmup_paced_s=warmup_s,
+            isolation=isolation,
+        )
+    settings = {
+        "input_rate": rate,
+        "paced_warmup_s": warmup_s,
+        "max_rate_from": args.get("max_rate_from"),
+        "delivery_guarantee": guarantee,
+        "consumer_isolation": isolation,
+        "python_bundle_time_ms": config.runtime.python_bundle_time_ms,
+        "python_bundle_size": config.runtime.python_bundle_size,
+        "arrow_batch_size": config.runtime.arrow_batch_size,
+        "embedding_batch_size": config.embedding.batch_size,
+        "onnx_intra_op_threads": config.onnx.intra_op_threads,
+        "onnx_allow_spinning": config.onnx.allow_spinning,
+        "parallelism": config.runtime.parallelism,
+        "checkpoint_interval_ms": config.runtime.checkpoint_interval_ms,
+        "flink_conf": dict(config.runtime.flink_conf),
+    }
+    missing = run.sent - run.received
+    note = (
+        f"paced {run.achieved_rate:.1f}/s for {run.sent} events ({isolation}); "
+        f"max {run.max_ms or 0:.0f} ms; sink-timestamp p50/p99 "
+        f"{run.ts_p50_ms or 0:.0f}/{run.ts_p99_ms or 0:.0f} ms"
+        + (
+            f"; after {run.warmup_paced} paced warm-up events (p99 {run.warmup_p99_ms:.0f} ms)"
+            if run.warmup_paced and run.warmup_p99_ms is not None
+            else ""
+        )
+        + (f"; {missing} results missing" if missing else "")
+    )
+    return VariantResult(
+        name,
+        run.sent,
+        run.achieved_rate,
+        run.p50_ms,
+        run.p99_ms,
+        note=note,
+        extra={"settings": settings, "latency": asdict(run)},
+    )
+
+
+VARIANTS: dict[str, Callable[[list[str], dict[str, Any]], VariantResult]] = {
+    "raw_ort": _raw_ort,
+    "raw_triton": _raw_triton,
+    "beam": _beam,
+    "job": _job,
+    "latency": _latency,
+}
+
+
+def repo() -> Path:
+    from flinkai.paths import repo_root
+
+    root = repo_root()
+    if root is None:
+        raise SystemExit(
+            "flinkai bench embed runs from a source checkout (needs jobs/ and benchmarks/)"
+        )
+    return root

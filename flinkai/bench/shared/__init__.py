@@ -1,0 +1,1 @@
+"""Helpers every benchmark may use: process-tree memory and CPU sampling."""
