@@ -1,10 +1,10 @@
-"""Errors raised by the anomaly-detection scoring code."""
+"""Errors raised by the anomaly-detection code (scoring, models)."""
 
 from __future__ import annotations
 
 from flinkai.errors import FlinkAIError
 
-__all__ = ["AnomalyError", "NabDataError"]
+__all__ = ["AnomalyError", "AnomalyModelError", "NabDataError"]
 
 
 class AnomalyError(FlinkAIError):
@@ -13,3 +13,7 @@ class AnomalyError(FlinkAIError):
 
 class NabDataError(AnomalyError, ValueError):
     """A NAB folder, window list or detector output is malformed or inconsistent."""
+
+
+class AnomalyModelError(AnomalyError):
+    """An anomaly model is missing, malformed, or cannot be trained or exported."""

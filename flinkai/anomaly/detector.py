@@ -1,0 +1,154 @@
+"""Forecast-error anomaly detection for one key, free of Flink.
+
+Per point ``(ts, value)`` of a key, :meth:`SeriesDetector.update`:
+
+1. refuses a non-finite value or a timestamp not after the key's last one
+   (:class:`PointRejected` with a reason code; the key's state is unchanged);
+2. scores the point: the absolute error of the forecast made at the previous
+   point, in that point's normalised units, through the key's
+   :class:`~flinkai.anomaly.features.ErrorScorer` (0 for the first point);
+3. updates the input normaliser and runs one model step, which forecasts the
+   next point.
+
+The whole state (normaliser, scorer, LSTM state, KV cache, pending forecast, last
+timestamp) is plain data (:meth:`SeriesDetector.snapshot`) with a version tag and
+the model version; :meth:`SeriesDetector.from_snapshot` rebuilds it with the
+current config and model. A snapshot from a different model version keeps the
+normaliser and scorer but restarts the model state (a fresh LSTM state and an
+empty KV cache), since another model's hidden state means nothing to this one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from flinkai.anomaly.features import ErrorScorer, InputNormalizer, ScorerConfig, feature_row
+from flinkai.anomaly.step import RecurrentState, StepModel
+
+__all__ = [
+    "DetectorConfig",
+    "PointRejected",
+    "PointScore",
+    "RejectReason",
+    "SeriesDetector",
+]
+
+RejectReason = Literal["not_finite", "out_of_order"]
+
+
+class PointRejected(ValueError):
+    """A point the detector refuses; the key's state is left as it was.
+
+    Attributes:
+        reason: ``not_finite`` or ``out_of_order`` (a dead-letter reason code).
+        detail: Human-readable detail.
+    """
+
+    def __init__(self, reason: RejectReason, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason: RejectReason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    """Settings of the anomaly operator.
+
+    Attributes:
+        model: Model name under ``$FLINKAI_HOME/models/anomaly`` or a folder.
+        threshold: ``is_anomaly`` is ``score >= threshold``.
+        scorer: How errors become scores.
+    """
+
+    model: str = "hybrid"
+    threshold: float = 0.5
+    scorer: ScorerConfig = field(default_factory=ScorerConfig)
+
+
+@dataclass(frozen=True)
+class PointScore:
+    """The result for one point."""
+
+    score: float
+    is_anomaly: bool
+
+
+class SeriesDetector:
+    """All state of one key, and the per-point logic.
+
+    Args:
+        model: The loaded step model (shared by all keys of a worker).
+        config: Operator settings.
+    """
+
+    #: Version tag of :meth:`snapshot`'s layout.
+    SNAPSHOT_VERSION = 1
+
+    def __init__(self, model: StepModel, config: DetectorConfig) -> None:
+        self.model = model
+        self.config = config
+        self.normalizer = InputNormalizer()
+        self.scorer = ErrorScorer(config.scorer)
+        self.state = RecurrentState.zeros(model.spec)
+        self.forecast: float | None = None
+        self.last_ts: int | None = None
+
+    def update(self, ts_ms: int, value: float) -> PointScore:
+        """Score one point and advance the model.
+
+        Raises:
+            PointRejected: ``value`` is not finite, or ``ts_ms`` is not after the
+                key's last timestamp.
+        """
+        if not math.isfinite(value):
+            raise PointRejected("not_finite", f"value {value!r} is not a finite number")
+        if self.last_ts is not None and ts_ms <= self.last_ts:
+            raise PointRejected(
+                "out_of_order", f"ts {ts_ms} is not after the key's last ts {self.last_ts}"
+            )
+        score = 0.0
+        if self.forecast is not None:
+            error = abs(self.forecast - self.normalizer.scale(value))
+            score = self.scorer.score(error)
+        self.normalizer.update(value)
+        x = feature_row(self.normalizer.scale(value), ts_ms)
+        self.forecast, self.state = self.model.step(x, self.state)
+        self.last_ts = ts_ms
+        return PointScore(score, score >= self.config.threshold)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The key's state as plain data (numbers, byte strings, lists) and version tags."""
+        return {
+            "version": self.SNAPSHOT_VERSION,
+            "model_version": self.model.model_version,
+            "normalizer": self.normalizer.snapshot(),
+            "scorer": self.scorer.snapshot(),
+            "model_state": self.state.snapshot(),
+            "forecast": self.forecast,
+            "last_ts": self.last_ts,
+        }
+
+    @classmethod
+    def from_snapshot(
+        cls, snap: Mapping[str, Any], model: StepModel, config: DetectorConfig
+    ) -> SeriesDetector:
+        """Rebuild a key's state from :meth:`snapshot` with the *current* config and model.
+
+        Raises:
+            ValueError: The snapshot has a layout version this code does not know.
+        """
+        if snap.get("version") != cls.SNAPSHOT_VERSION:
+            raise ValueError(f"unknown anomaly key-state version {snap.get('version')!r}")
+        det = cls(model, config)
+        det.normalizer = InputNormalizer.from_snapshot(snap["normalizer"])
+        det.scorer = ErrorScorer.from_snapshot(snap["scorer"], config.scorer)
+        last = snap["last_ts"]
+        det.last_ts = None if last is None else int(last)
+        if snap["model_version"] == model.model_version:
+            det.state = RecurrentState.from_snapshot(snap["model_state"], model.spec)
+            forecast = snap["forecast"]
+            det.forecast = None if forecast is None else float(forecast)
+        return det
