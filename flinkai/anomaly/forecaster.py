@@ -109,9 +109,9 @@ class StepModule(nn.Module):
 
     def _lstm_cell(self, x: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
         lstm = self.model.lstm
-        gates = (
-            x @ lstm.weight_ih_l0.T + lstm.bias_ih_l0 + h @ lstm.weight_hh_l0.T + lstm.bias_hh_l0
-        )
+        w_ih, w_hh = lstm.get_parameter("weight_ih_l0"), lstm.get_parameter("weight_hh_l0")
+        b_ih, b_hh = lstm.get_parameter("bias_ih_l0"), lstm.get_parameter("bias_hh_l0")
+        gates = x @ w_ih.T + b_ih + h @ w_hh.T + b_hh
         i, f, g, o = gates.chunk(4, dim=-1)  # torch's gate order
         c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         h_new = torch.sigmoid(o) * torch.tanh(c_new)

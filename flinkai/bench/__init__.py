@@ -15,4 +15,5 @@ BENCHMARKS: tuple[str, ...] = (
     "flinkai.bench.embed",
     "flinkai.bench.drift",
     "flinkai.bench.recovery",
+    "flinkai.bench.anomaly",
 )

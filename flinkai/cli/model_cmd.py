@@ -101,6 +101,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     info.add_argument("--no-verify", action="store_true", help="do not check file checksums")
     info.set_defaults(handler=_info)
 
+    _register_train_anomaly(group)
+
 
 def _model_config(args: argparse.Namespace, folder: str | None) -> ModelConfig:
     model = load_config(args.config).model
@@ -189,4 +191,52 @@ def _info(args: argparse.Namespace) -> int:
     print(f"{'file':<{path_width}}  {'size':>12}  sha256")
     for f in manifest.files:
         print(f"{f.path:<{path_width}}  {f.size:>12,}  {f.sha256[:16]}")
+    return 0
+
+
+def _register_train_anomaly(group: argparse._SubParsersAction) -> None:
+    from flinkai.anomaly.train import TrainOptions
+
+    defaults = TrainOptions()
+    p = group.add_parser(
+        "train-anomaly",
+        help="train the anomaly forecasters on NAB probationary data and export their ONNX step",
+        description="Train the LSTM+attention forecaster (hybrid) and/or the LSTM-only "
+        "ablation on the first 15%% (at most 750 rows) of each series of a NAB-layout "
+        "folder, export the streaming step to ONNX and check it against torch. Needs the "
+        "torch extra. Output: $FLINKAI_HOME/models/anomaly/<kind>/.",
+    )
+    p.add_argument(
+        "--data", metavar="DIR", help="NAB-layout folder (default: ../shared/datasets/nab)"
+    )
+    p.add_argument("--kind", choices=("hybrid", "lstm", "both"), default="both")
+    p.add_argument("--out", metavar="DIR", help="parent folder of the model folders")
+    p.add_argument("--epochs", type=int, default=defaults.epochs, help=f"({defaults.epochs})")
+    p.add_argument("--window", type=int, default=288, help="attention window, steps (288)")
+    p.add_argument("--seed", type=int, default=defaults.seed, help=f"({defaults.seed})")
+    p.set_defaults(handler=_train_anomaly)
+
+
+def _train_anomaly(args: argparse.Namespace) -> int:
+    from flinkai.anomaly.errors import AnomalyError
+    from flinkai.anomaly.spec import ModelKind, ModelSpec, anomaly_models_dir
+    from flinkai.anomaly.train import TrainOptions, train_model
+    from flinkai.bench.anomaly import default_data_dir
+
+    data = Path(args.data) if args.data else default_data_dir()
+    parent = Path(args.out).expanduser().resolve() if args.out else anomaly_models_dir()
+    kinds: tuple[ModelKind, ...] = ("hybrid", "lstm") if args.kind == "both" else (args.kind,)
+    for kind in kinds:
+        try:
+            result = train_model(
+                ModelSpec(kind=kind, window=args.window),
+                data,
+                parent / kind,
+                TrainOptions(epochs=args.epochs, seed=args.seed),
+                progress=lambda line: print(line, flush=True),
+            )
+        except AnomalyError as e:
+            print(f"train-anomaly: {e}")
+            return 1
+        print(f"done: {result.meta.model_version} in {result.seconds:.1f}s -> {result.folder}")
     return 0

@@ -1,0 +1,333 @@
+"""``flinkai bench anomaly``: streaming anomaly detectors side by side on NAB.
+
+Every detector sees every series of a NAB-layout folder point by point, scoring
+each point before learning it. Detectors:
+
+* ``hybrid``: the LSTM + attention forecaster (ONNX step, :mod:`flinkai.anomaly`),
+  run exactly as the Flink operator runs it: per point the key's state is
+  unpickled, rebuilt (:meth:`SeriesDetector.from_snapshot`), updated and pickled.
+* ``lstm``: the same without the attention layer (the ablation).
+* ``zscore``, ``robust_zscore``, ``iqr``: Apache Beam's definitions
+  (:mod:`flinkai.anomaly.baselines`).
+* ``hst``: river's HalfSpaceTrees.
+
+Unbounded scores ``s`` are mapped to ``s / (1 + s)`` (same order, so the same
+detections at the matching threshold) and NaN to 0, so NAB's "never fire"
+threshold of 1.1 keeps its meaning. The threshold of each detector and profile is
+optimised over the whole folder (NAB's rule); the per-group rows use that
+threshold. Event-level precision/recall/F1 are at the ``standard`` threshold.
+
+Latency: the ONNX step alone, and the whole operator step (state load, detector
+update, state store) per point, p50/p99 in ms over all points; state bytes per key
+is the pickled snapshot's size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pickle
+import platform
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from flinkai.anomaly.baselines import IQR, HalfSpaceTrees, RobustZScore, StreamingDetector, ZScore
+from flinkai.anomaly.detector import DetectorConfig, PointRejected, SeriesDetector
+from flinkai.anomaly.nab import (
+    PROFILES,
+    LabelledSeries,
+    NabSeries,
+    evaluate,
+    event_metrics_corpus,
+    load_nab_folder,
+    optimize_threshold,
+)
+from flinkai.anomaly.spec import anomaly_models_dir
+from flinkai.anomaly.step import RecurrentState, StepModel
+from flinkai.anomaly.train import timestamps_ms
+from flinkai.errors import SetupError
+
+__all__ = [
+    "DETECTORS",
+    "DetectorRun",
+    "default_data_dir",
+    "format_tables",
+    "register",
+    "run_anomaly_bench",
+    "run_detector",
+    "summarize",
+]
+
+#: Detector names, in table order.
+DETECTORS = ("hybrid", "lstm", "zscore", "robust_zscore", "iqr", "hst")
+_NEURAL = ("hybrid", "lstm")
+_BASELINES: Mapping[str, Callable[[], StreamingDetector]] = {
+    "zscore": ZScore,
+    "robust_zscore": RobustZScore,
+    "iqr": IQR,
+    "hst": HalfSpaceTrees,
+}
+_SHORT = {"standard": "std", "reward_low_FP_rate": "lowFP", "reward_low_FN_rate": "lowFN"}
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def default_data_dir() -> Path:
+    """``../shared/datasets/nab`` next to the checkout (or the working directory)."""
+    from flinkai.paths import repo_root
+
+    root = repo_root() or Path.cwd()
+    return root.parent / "shared" / "datasets" / "nab"
+
+
+@dataclass
+class DetectorRun:
+    """One detector's scores and timings over a folder.
+
+    Attributes:
+        name: Detector name.
+        scores: Per series, one score in [0, 1] per row.
+        step_ms: Per-point time of the detector's core step (the ONNX step for
+            the forecasters, score + learn for the baselines).
+        operator_ms: Per-point time of the whole operator step (forecasters only).
+        state_bytes: Largest pickled per-key state seen (forecasters only).
+        model_version: The forecaster's model version.
+        rejected: Points the forecaster refused (a timestamp not after the last one).
+    """
+
+    name: str
+    scores: dict[str, FloatArray] = field(default_factory=dict)
+    step_ms: list[float] = field(default_factory=list)
+    operator_ms: list[float] = field(default_factory=list)
+    state_bytes: int | None = None
+    model_version: str | None = None
+    rejected: int = 0
+
+
+class _TimedStep:
+    """A :class:`StepModel` stand-in that times each ONNX step."""
+
+    def __init__(self, model: StepModel, times: list[float]) -> None:
+        self.spec = model.spec
+        self.model_version = model.model_version
+        self._model = model
+        self._times = times
+
+    def step(self, x: Any, state: RecurrentState) -> tuple[float, RecurrentState]:
+        t0 = time.perf_counter()
+        out = self._model.step(x, state)
+        self._times.append((time.perf_counter() - t0) * 1000)
+        return out
+
+
+def _bounded(raw: float) -> float:
+    if raw is None or math.isnan(raw):
+        return 0.0
+    return raw / (1.0 + raw) if raw >= 0 else 0.0
+
+
+def run_detector(
+    name: str, data: Mapping[str, NabSeries], models_root: Path | None = None
+) -> DetectorRun:
+    """Run one detector over every series.
+
+    Raises:
+        SetupError: A forecaster's model folder is missing.
+    """
+    run = DetectorRun(name)
+    if name in _NEURAL:
+        folder = (models_root or anomaly_models_dir()) / name
+        try:
+            model = StepModel(folder)
+        except Exception as e:
+            raise SetupError(f"{name}: {e}") from e
+        run.model_version = model.model_version
+        timed: Any = _TimedStep(model, run.step_ms)
+        config = DetectorConfig(model=str(folder))
+        for key, s in data.items():
+            blob = pickle.dumps(SeriesDetector(timed, config).snapshot())
+            out = np.zeros(len(s.values))
+            for i, (ts, v) in enumerate(zip(timestamps_ms(s).tolist(), s.values.tolist(), strict=True)):  # fmt: skip
+                t0 = time.perf_counter()
+                det = SeriesDetector.from_snapshot(pickle.loads(blob), timed, config)
+                try:
+                    out[i] = det.update(int(ts), float(v)).score
+                except PointRejected:
+                    # The job dead-letters such a point; here it scores 0 (no detection).
+                    run.rejected += 1
+                blob = pickle.dumps(det.snapshot())
+                run.operator_ms.append((time.perf_counter() - t0) * 1000)
+            run.state_bytes = max(run.state_bytes or 0, len(blob))
+            run.scores[key] = out
+        return run
+    factory = _BASELINES[name]
+    for key, s in data.items():
+        base = factory()
+        out = np.zeros(len(s.values))
+        for i, v in enumerate(s.values.tolist()):
+            t0 = time.perf_counter()
+            out[i] = _bounded(base.score_one(v))
+            base.learn_one(v)
+            run.step_ms.append((time.perf_counter() - t0) * 1000)
+        run.scores[key] = out
+    return run
+
+
+def _percentiles(ms: Sequence[float]) -> dict[str, float] | None:
+    if not ms:
+        return None
+    p50, p99 = np.percentile(np.asarray(ms), [50, 99])
+    return {"p50_ms": round(float(p50), 4), "p99_ms": round(float(p99), 4), "n": len(ms)}
+
+
+def summarize(run: DetectorRun, data: Mapping[str, NabSeries]) -> dict[str, Any]:
+    """NAB scores per group and overall, event metrics, latency and state size."""
+    items: list[tuple[LabelledSeries, FloatArray]] = [
+        (data[k].labels, run.scores[k]) for k in sorted(data)
+    ]
+    groups = sorted({k.split("/", 1)[0] for k in data})
+    thresholds = {p: optimize_threshold(items, prof).threshold for p, prof in PROFILES.items()}
+
+    def block(subset: list[tuple[LabelledSeries, FloatArray]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for p, prof in PROFILES.items():
+            out[p] = round(evaluate(subset, prof, threshold=thresholds[p]).normalized, 2)
+        ev = event_metrics_corpus(subset, thresholds["standard"])
+        out.update(
+            precision=round(ev.precision, 4), recall=round(ev.recall, 4), f1=round(ev.f1, 4),
+            tp=ev.tp, fp=ev.fp, fn=ev.fn,
+        )  # fmt: skip
+        return out
+
+    by_group = {g: block([it for it in items if it[0].name.split("/", 1)[0] == g]) for g in groups}
+    return {
+        "thresholds": thresholds,
+        "all": block(items),
+        "groups": by_group,
+        "step_latency": _percentiles(run.step_ms),
+        "operator_step_latency": _percentiles(run.operator_ms),
+        "state_bytes_per_key": run.state_bytes,
+        "model_version": run.model_version,
+        "rejected_points": run.rejected,
+    }
+
+
+def run_anomaly_bench(
+    data_dir: Path,
+    detectors: Sequence[str] = DETECTORS,
+    models_root: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run the detectors on a NAB-layout folder and summarise each.
+
+    Returns:
+        JSON-ready results: run facts and one summary per detector.
+    """
+    say = progress or (lambda _line: None)
+    data = load_nab_folder(data_dir)
+    rows = sum(len(s.values) for s in data.values())
+    say(f"{len(data)} series, {rows} points from {data_dir}")
+    results: dict[str, Any] = {}
+    for name in detectors:
+        t0 = time.perf_counter()
+        run = run_detector(name, data, models_root)
+        results[name] = summarize(run, data)
+        results[name]["seconds"] = round(time.perf_counter() - t0, 1)
+        say(
+            f"  {name}: {results[name]['seconds']} s, NAB standard {results[name]['all']['standard']}"
+        )
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "python": platform.python_version(),
+        },
+        "data": str(data_dir),
+        "series": len(data),
+        "points": rows,
+        "detectors": results,
+    }
+
+
+def format_tables(result: Mapping[str, Any]) -> str:
+    """One Markdown table per NAB group (and ``all``), then latency and state size."""
+    dets: Mapping[str, Any] = result["detectors"]
+    first = next(iter(dets.values()))
+    lines: list[str] = []
+    head = "| detector | NAB std | NAB lowFP | NAB lowFN | P | R | F1 |"
+    for group in [*sorted(first["groups"]), "all"]:
+        lines += [f"\n{group}\n", head, "|---|---|---|---|---|---|---|"]
+        for name, r in dets.items():
+            b = r["all"] if group == "all" else r["groups"][group]
+            lines.append(
+                f"| {name} | {b['standard']:.1f} | {b['reward_low_FP_rate']:.1f} | "
+                f"{b['reward_low_FN_rate']:.1f} | {b['precision']:.2f} | {b['recall']:.2f} | "
+                f"{b['f1']:.2f} |"
+            )
+    lines += ["\n| detector | step p50 ms | step p99 ms | operator step p50 / p99 ms | state bytes/key |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for name, r in dets.items():
+        s, o = r["step_latency"] or {}, r["operator_step_latency"]
+        op = f"{o['p50_ms']:.3f} / {o['p99_ms']:.3f}" if o else "-"
+        lines.append(
+            f"| {name} | {s.get('p50_ms', 0):.3f} | {s.get('p99_ms', 0):.3f} | {op} | "
+            f"{r['state_bytes_per_key'] or '-'} |"
+        )
+    return "\n".join(lines)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    detectors = [d.strip() for d in args.detectors.split(",") if d.strip()]
+    unknown = [d for d in detectors if d not in DETECTORS]
+    if unknown:
+        print(f"unknown detector(s) {unknown}; choose from {', '.join(DETECTORS)}", file=sys.stderr)
+        return 2
+    data = Path(args.data) if args.data else default_data_dir()
+    models = Path(args.models) if args.models else None
+    try:
+        result = run_anomaly_bench(data, detectors, models, lambda line: print(line, flush=True))
+    except SetupError as e:
+        print(f"bench anomaly: {e}", file=sys.stderr)
+        return 1
+    print(format_tables(result))
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        print(f"wrote {path}")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``flinkai bench anomaly``."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "anomaly",
+        help="streaming anomaly detectors on NAB (forecasters vs Beam and river baselines)",
+        description="Anomaly detectors on a NAB-layout folder; see benchmarks/README.md.",
+    )
+    parser.add_argument(
+        "--data", metavar="DIR", help="NAB-layout folder (default: ../shared/datasets/nab)"
+    )
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument(
+        "--detectors",
+        default=",".join(DETECTORS),
+        help=f"comma-separated subset of: {', '.join(DETECTORS)}",
+    )
+    parser.add_argument(
+        "--models",
+        metavar="DIR",
+        help="folder with hybrid/ and lstm/ models (default: $FLINKAI_HOME/models/anomaly; "
+        "build them with `flinkai model train-anomaly`)",
+    )
+    parser.set_defaults(handler=_handle)
