@@ -42,6 +42,7 @@ import numpy.typing as npt
 
 from flinkai.anomaly.baselines import IQR, HalfSpaceTrees, RobustZScore, StreamingDetector, ZScore
 from flinkai.anomaly.detector import DetectorConfig, PointRejected, SeriesDetector
+from flinkai.anomaly.errors import NabDataError
 from flinkai.anomaly.nab import (
     PROFILES,
     LabelledSeries,
@@ -200,7 +201,10 @@ def summarize(run: DetectorRun, data: Mapping[str, NabSeries]) -> dict[str, Any]
     def block(subset: list[tuple[LabelledSeries, FloatArray]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for p, prof in PROFILES.items():
-            out[p] = round(evaluate(subset, prof, threshold=thresholds[p]).normalized, 2)
+            try:
+                out[p] = round(evaluate(subset, prof, threshold=thresholds[p]).normalized, 2)
+            except NabDataError:  # a group without labelled windows has no NAB score
+                out[p] = None
         ev = event_metrics_corpus(subset, thresholds["standard"])
         out.update(
             precision=round(ev.precision, 4), recall=round(ev.recall, 4), f1=round(ev.f1, 4),
@@ -264,15 +268,15 @@ def format_tables(result: Mapping[str, Any]) -> str:
     dets: Mapping[str, Any] = result["detectors"]
     first = next(iter(dets.values()))
     lines: list[str] = []
-    head = "| detector | NAB std | NAB lowFP | NAB lowFN | P | R | F1 |"
+    head = "| detector | NAB std | NAB lowFP | NAB lowFN | P | R | F1 | FP rows |"
     for group in [*sorted(first["groups"]), "all"]:
-        lines += [f"\n{group}\n", head, "|---|---|---|---|---|---|---|"]
+        lines += [f"\n{group}\n", head, "|---|---|---|---|---|---|---|---|"]
         for name, r in dets.items():
             b = r["all"] if group == "all" else r["groups"][group]
+            nab = " | ".join("-" if b[p] is None else f"{b[p]:.1f}" for p in PROFILES)
             lines.append(
-                f"| {name} | {b['standard']:.1f} | {b['reward_low_FP_rate']:.1f} | "
-                f"{b['reward_low_FN_rate']:.1f} | {b['precision']:.2f} | {b['recall']:.2f} | "
-                f"{b['f1']:.2f} |"
+                f"| {name} | {nab} | {b['precision']:.2f} | {b['recall']:.2f} | {b['f1']:.2f} | "
+                f"{b['fp']} |"
             )
     lines += ["\n| detector | step p50 ms | step p99 ms | operator step p50 / p99 ms | state bytes/key |",
               "|---|---|---|---|---|"]  # fmt: skip
