@@ -33,7 +33,7 @@ class _NaiveEmbed(ScalarFunction):
             text = text.as_dict().get(field or "")
         if not text:
             return Row(None, self._backend.model_version, "empty_text: blank")
-        vector = self._backend.infer_batch([text])[0]
+        vector = self._backend.infer_batch([text]).outputs[0]
         return Row([float(v) for v in vector], self._backend.model_version, None)
 
     def close(self) -> None:

@@ -1,6 +1,13 @@
-"""Inference backends: one module per backend, one public class each."""
+"""The inference layer: every model call in flinkai goes through a backend here.
 
-from flinkai.backends.base import ColdStart, EmbeddingBackend, InferenceBackend
+:mod:`.base` is the contract (``infer_batch`` returns the outputs with the model
+version), one module per backend (:mod:`.onnx`, :mod:`.triton`,
+:mod:`.sentence_transformers`, :mod:`.scoring`), :mod:`.hotswap` follows a registry's
+current version, :mod:`.factory` builds the backend a config names, :mod:`.shared`
+keeps one loaded backend per worker process.
+"""
+
+from flinkai.backends.base import BatchResult, ColdStart, EmbeddingBackend, InferenceBackend
 from flinkai.backends.errors import (
     BackendError,
     BackendTimeout,
@@ -14,6 +21,7 @@ __all__ = [
     "BackendError",
     "BackendTimeout",
     "BackendUnavailable",
+    "BatchResult",
     "CircuitOpen",
     "ColdStart",
     "EmbeddingBackend",

@@ -10,13 +10,13 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 import numpy as np
 
 from flinkai.config import EmbeddingConfig
 
-__all__ = ["ColdStart", "EmbeddingBackend", "InferenceBackend"]
+__all__ = ["BatchResult", "ColdStart", "EmbeddingBackend", "InferenceBackend"]
 
 In = TypeVar("In")
 
@@ -32,11 +32,28 @@ class ColdStart:
         return sum(self.phases_s.values())
 
 
+class BatchResult(NamedTuple):
+    """The outputs of one batch, and the exact model version that computed all of them.
+
+    The version travels with the outputs, as in Beam's ``PredictionResult`` (also a
+    named tuple): a hot-swapping backend may switch versions right after a batch, and
+    every row must name the version that really produced it.
+
+    Attributes:
+        outputs: One row per input, in input order.
+        model_version: ``<name>@<version>`` of the model that ran the batch.
+    """
+
+    outputs: np.ndarray
+    model_version: str
+
+
 class InferenceBackend(abc.ABC, Generic[In]):
     """Load a model, run batches, release resources.
 
-    Required: :meth:`load`, :meth:`infer_batch`. Hooks with defaults:
-    :meth:`batch_size` and :attr:`model_version`.
+    Every model call in flinkai goes through this contract. Required: :meth:`load`,
+    :meth:`_infer`. Hooks with defaults: :meth:`batch_size` and :attr:`model_version`.
+    :meth:`infer_batch` returns the outputs with the version that produced them.
     """
 
     #: Short name used in metrics labels and config (``onnx``, ``triton``, ...).
@@ -50,8 +67,12 @@ class InferenceBackend(abc.ABC, Generic[In]):
         """Do the expensive, one-off work. Idempotent."""
 
     @abc.abstractmethod
-    def infer_batch(self, batch: Sequence[In]) -> np.ndarray:
-        """Run one batch; returns one output row per input, in input order."""
+    def _infer(self, batch: Sequence[In]) -> np.ndarray:
+        """Run one batch on the loaded model; one output row per input, in input order."""
+
+    def infer_batch(self, batch: Sequence[In]) -> BatchResult:
+        """Run one batch; the outputs with the version of the model that ran it."""
+        return BatchResult(self._infer(batch), self.model_version)
 
     def close(self) -> None:
         """Release sessions, connections and device memory."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flinkai.errors import FlinkAIError
+from flinkai.errors import FlinkAIError, SetupError
 
 __all__ = [
     "BackendError",
@@ -11,6 +11,7 @@ __all__ = [
     "CircuitOpen",
     "InvalidInput",
     "ModelNotFound",
+    "ScoringModelError",
 ]
 
 
@@ -36,3 +37,7 @@ class ModelNotFound(BackendError):
 
 class InvalidInput(BackendError):
     """The batch itself is bad (shape, dtype); do not retry, dead-letter it."""
+
+
+class ScoringModelError(SetupError):
+    """The scoring model is missing, unreadable, or does not match its ``PredictConfig``."""

@@ -35,7 +35,7 @@ def create_embedding_backend(config: Config) -> EmbeddingBackend:
     """
     if config.registry.enabled:
         # Serve registry.name's CURRENT version and hot-swap between batches.
-        from flinkai.models.hotswap import hot_swapping_backend
+        from flinkai.backends.hotswap import hot_swapping_backend
 
         return hot_swapping_backend(config, config.registry)
     kind = config.embedding.backend

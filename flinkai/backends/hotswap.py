@@ -1,5 +1,8 @@
 """Serve the registry's current model, and swap to a new version between batches.
 
+Hot swap is an inference concern, so it lives with the backends; the registry it
+reads from (:mod:`flinkai.models.registry`) only stores artifacts.
+
 :class:`HotSwappingBackend` wraps the backend of one published version. Before each
 batch (at most every ``poll_interval_s``) it stats the model's ``CURRENT`` pointer.
 When the pointer names another version it verifies that version, builds and loads
@@ -9,7 +12,7 @@ closed once its last batch is done, so no batch mixes versions and no row is los
 A version that fails to verify or load is logged, counted and skipped; the old
 version keeps serving until ``CURRENT`` changes again.
 
-:meth:`HotSwappingBackend.infer_batch_versioned` returns the vectors together with
+:meth:`HotSwappingBackend.infer_batch` returns the vectors together with
 the version that produced them, so a caller can stamp every row exactly, even when
 another thread swaps versions right after the batch.
 """
@@ -22,11 +25,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from flinkai.backends.base import EmbeddingBackend
+from flinkai.backends.base import BatchResult, EmbeddingBackend
 from flinkai.backends.errors import BackendError
 from flinkai.config import Config
 from flinkai.models.control import ControlSubscription, ControlTopic, subscribe
@@ -44,34 +46,14 @@ __all__ = [
     "BackendFactory",
     "HotSwapStats",
     "HotSwappingBackend",
-    "VersionedBackend",
     "artifact_dir_factory",
     "hot_swapping_backend",
-    "infer_with_version",
 ]
 
 log = logging.getLogger(__name__)
 
 #: Builds a (not yet loaded) backend for one published version.
 BackendFactory = Callable[[PublishedModel], EmbeddingBackend]
-
-
-@runtime_checkable
-class VersionedBackend(Protocol):
-    """A backend that reports the model version of each batch together with its output."""
-
-    def infer_batch_versioned(self, batch: Sequence[str]) -> tuple[np.ndarray, str]: ...
-
-
-def infer_with_version(backend: EmbeddingBackend, batch: Sequence[str]) -> tuple[np.ndarray, str]:
-    """Run one batch and return ``(vectors, model_version)`` of the model that ran it.
-
-    Uses :meth:`HotSwappingBackend.infer_batch_versioned` when the backend has it;
-    for other backends the version cannot change between the two calls.
-    """
-    if isinstance(backend, VersionedBackend):
-        return backend.infer_batch_versioned(batch)
-    return backend.infer_batch(batch), backend.model_version
 
 
 @dataclass(frozen=True)
@@ -137,7 +119,7 @@ class HotSwappingBackend(EmbeddingBackend):
         ...     ModelRegistry("/srv/models"), "minilm", artifact_dir_factory(config)
         ... )
         >>> with backend:  # doctest: +SKIP
-        ...     vectors, version = backend.infer_batch_versioned(["a text"])
+        ...     result = backend.infer_batch(["a text"])  # .outputs, .model_version
     """
 
     name = "hotswap"
@@ -266,12 +248,7 @@ class HotSwappingBackend(EmbeddingBackend):
             raise BackendError(f"{type(self).__name__} used before load()")
         return slot.published
 
-    def infer_batch(self, batch: Sequence[str]) -> np.ndarray:
-        """Embed texts with one version; see :meth:`infer_batch_versioned` for which one."""
-        vectors, _ = self.infer_batch_versioned(batch)
-        return vectors
-
-    def infer_batch_versioned(self, batch: Sequence[str]) -> tuple[np.ndarray, str]:
+    def infer_batch(self, batch: Sequence[str]) -> BatchResult:
         """Embed texts, first swapping to a newer version if one is due.
 
         Returns:
@@ -287,7 +264,7 @@ class HotSwappingBackend(EmbeddingBackend):
                 raise BackendError(f"{type(self).__name__}.infer_batch called before load()")
             slot.inflight += 1
         try:
-            vectors = slot.backend.infer_batch(batch)
+            vectors = slot.backend.infer_batch(batch).outputs
         finally:
             with self._state:
                 slot.inflight -= 1
@@ -298,7 +275,10 @@ class HotSwappingBackend(EmbeddingBackend):
                     self._retired.remove(slot)
             if close_now:
                 self._close_retired(slot)
-        return vectors, slot.label
+        return BatchResult(vectors, slot.label)
+
+    def _infer(self, batch: Sequence[str]) -> np.ndarray:
+        return self.infer_batch(batch).outputs
 
     # -- swapping -------------------------------------------------------------------------
 
@@ -453,7 +433,7 @@ def artifact_dir_factory(config: Config) -> BackendFactory:
     """
 
     def build(published: PublishedModel) -> EmbeddingBackend:
-        from flinkai.backends.registry import create_embedding_backend
+        from flinkai.backends.factory import create_embedding_backend
 
         overrides: dict[str, dict[str, object]] = {"model": {"dir": str(published.path)}}
         if "registry" in config.as_dict():

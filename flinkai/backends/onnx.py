@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 
 from flinkai.backends.base import EmbeddingBackend
-from flinkai.backends.batching import load_tokenizer, plan_sub_batches
 from flinkai.backends.errors import BackendError, InvalidInput
 from flinkai.config import Config, EmbeddingConfig, ModelConfig, OnnxConfig
 from flinkai.errors import ConfigError
 from flinkai.models.artifacts import ModelArtifacts, load_artifacts
 from flinkai.models.errors import ArtifactError
+from flinkai.models.tokens import load_tokenizer, plan_sub_batches
 
 __all__ = [
     "PROVIDERS",
@@ -55,7 +55,7 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
 
     Example:
         >>> with OnnxEmbeddingBackend(load_config()) as backend:  # doctest: +SKIP
-        ...     vectors = backend.infer_batch(["a text", "another one"])
+        ...     vectors = backend.infer_batch(["a text", "another one"]).outputs
     """
 
     name = "onnx"
@@ -138,7 +138,7 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
 
             t0 = time.perf_counter()
             try:
-                self._infer(list(_WARMUP_TEXTS))
+                self._embed(list(_WARMUP_TEXTS))
             except BaseException:
                 self._release()
                 raise
@@ -179,7 +179,7 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
             raise BackendError(f"{type(self).__name__} used before load()")
         return self._artifacts
 
-    def infer_batch(self, batch: Sequence[str]) -> np.ndarray:
+    def _infer(self, batch: Sequence[str]) -> np.ndarray:
         """Embed texts.
 
         Args:
@@ -200,9 +200,9 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
             raise BackendError(f"{type(self).__name__}.infer_batch called before load()")
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
-        return self._infer(texts)
+        return self._embed(texts)
 
-    def _infer(self, texts: list[str]) -> np.ndarray:
+    def _embed(self, texts: list[str]) -> np.ndarray:
         # Local references: a concurrent close() must not swap them out mid-batch.
         session, tokenizer = self._session, self._tokenizer
         if session is None:

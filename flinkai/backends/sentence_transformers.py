@@ -114,7 +114,7 @@ class SentenceTransformersBackend(EmbeddingBackend):
         with self._lock:
             self._model = None
 
-    def infer_batch(self, batch: Sequence[str]) -> np.ndarray:
+    def _infer(self, batch: Sequence[str]) -> np.ndarray:
         """Embed texts; float32 ``[len(batch), dim]``, L2-normalised, in input order.
 
         Raises:

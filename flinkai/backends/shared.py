@@ -1,4 +1,4 @@
-"""One loaded backend per worker process, shared by every UDF instance in it.
+"""One loaded backend per worker process and model, shared by every UDF instance in it.
 
 A Flink Python worker may host several instances of the same UDF (operator
 chaining, several functions using one model). Loading a model per instance
@@ -9,14 +9,18 @@ and the last one to close releases it.
 from __future__ import annotations
 
 from flinkai.backends.base import EmbeddingBackend
-from flinkai.config import Config
+from flinkai.backends.scoring import OnnxScoringBackend
+from flinkai.config import Config, PredictConfig
 from flinkai.sharing import SharedPool
 
 __all__ = [
     "acquire_embedding_backend",
+    "acquire_scoring_backend",
     "live_backends",
+    "live_scoring_backends",
     "refs",
     "release_embedding_backend",
+    "release_scoring_backend",
 ]
 
 
@@ -42,7 +46,7 @@ _pool: SharedPool[str, EmbeddingBackend] = SharedPool(lambda b: b.close(), "back
 
 def acquire_embedding_backend(config: Config) -> EmbeddingBackend:
     """The process's backend for ``config``, loaded on first use."""
-    from flinkai.backends.registry import create_embedding_backend
+    from flinkai.backends.factory import create_embedding_backend
 
     def create() -> EmbeddingBackend:
         backend = create_embedding_backend(config)
@@ -69,3 +73,37 @@ def refs(config: Config) -> int:
 def live_backends() -> int:
     """How many backends are loaded in this process (for tests and metrics)."""
     return len(_pool)
+
+
+_scoring: SharedPool[PredictConfig, OnnxScoringBackend] = SharedPool(
+    lambda b: b.close(), "scoring model"
+)
+
+
+def acquire_scoring_backend(config: PredictConfig) -> OnnxScoringBackend:
+    """The process's scoring backend for ``config``, loaded on first use.
+
+    Several UDF instances in one Python worker (chained operators, several queries)
+    then share one session instead of each loading the model.
+    """
+
+    def create() -> OnnxScoringBackend:
+        backend = OnnxScoringBackend(config)
+        backend.load()
+        return backend
+
+    return _scoring.acquire(config, create)
+
+
+def release_scoring_backend(backend: OnnxScoringBackend) -> None:
+    """Give a scoring backend back; the last release closes it.
+
+    Raises:
+        ValueError: ``backend`` is not held (released twice, or never acquired).
+    """
+    _scoring.release(backend)
+
+
+def live_scoring_backends() -> int:
+    """How many scoring backends this process holds (for tests and diagnostics)."""
+    return len(_scoring)

@@ -37,7 +37,6 @@ from typing import Any, TypeVar
 import numpy as np
 
 from flinkai.backends.base import EmbeddingBackend
-from flinkai.backends.batching import load_tokenizer, plan_sub_batches
 from flinkai.backends.errors import (
     BackendError,
     BackendTimeout,
@@ -48,6 +47,7 @@ from flinkai.backends.errors import (
 from flinkai.backends.resilience import CircuitBreaker, Retrier, RetryPolicy
 from flinkai.config import Config, EmbeddingConfig, ModelConfig, TritonConfig
 from flinkai.errors import ConfigError, require
+from flinkai.models.tokens import load_tokenizer, plan_sub_batches
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "TritonEmbeddingBackend", "TritonStats"]
 
@@ -106,7 +106,7 @@ class TritonEmbeddingBackend(EmbeddingBackend):
 
     Example:
         >>> with TritonEmbeddingBackend(load_config()) as backend:  # doctest: +SKIP
-        ...     vectors = backend.infer_batch(["a text", "another one"])
+        ...     vectors = backend.infer_batch(["a text", "another one"]).outputs
     """
 
     name = "triton"
@@ -191,7 +191,7 @@ class TritonEmbeddingBackend(EmbeddingBackend):
                 phases["server_check"] = time.perf_counter() - t0
 
                 t0 = time.perf_counter()
-                self._infer(list(_WARMUP_TEXTS))
+                self._embed(list(_WARMUP_TEXTS))
                 phases["warmup_first_batch"] = time.perf_counter() - t0
             except BaseException:
                 self._release()
@@ -231,7 +231,7 @@ class TritonEmbeddingBackend(EmbeddingBackend):
 
     # -- inference ---------------------------------------------------------------------
 
-    def infer_batch(self, batch: Sequence[str]) -> np.ndarray:
+    def _infer(self, batch: Sequence[str]) -> np.ndarray:
         """Embed texts on the server.
 
         Args:
@@ -256,9 +256,9 @@ class TritonEmbeddingBackend(EmbeddingBackend):
             raise BackendError(f"{type(self).__name__}.infer_batch called before load()")
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
-        return self._infer(texts)
+        return self._embed(texts)
 
-    def _infer(self, texts: list[str]) -> np.ndarray:
+    def _embed(self, texts: list[str]) -> np.ndarray:
         tokenizer = self._tokenizer
         if tokenizer is None:
             raise BackendError(f"{type(self).__name__} was closed")

@@ -480,7 +480,7 @@ def cached_embeddings(
         parts: list[np.ndarray] = []
         t0 = time.perf_counter()
         for start in range(0, len(texts), batch):
-            parts.append(be.infer_batch(list(texts[start : start + batch])))
+            parts.append(be.infer_batch(list(texts[start : start + batch])).outputs)
             if progress is not None:
                 done = min(start + batch, len(texts))
                 rate = done / max(time.perf_counter() - t0, 1e-9)

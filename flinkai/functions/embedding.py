@@ -18,7 +18,6 @@ from flinkai.backends.errors import BackendError
 from flinkai.backends.shared import acquire_embedding_backend, release_embedding_backend
 from flinkai.config import Config
 from flinkai.functions.events import Reason
-from flinkai.models.hotswap import infer_with_version
 
 __all__ = ["EmbeddingFunction", "EmbeddingResult"]
 
@@ -71,7 +70,8 @@ class EmbeddingFunction:
             try:
                 # The version comes back with the vectors: a hot-swapping backend may
                 # switch versions right after this batch, and every row must name its own.
-                vectors, version = infer_with_version(backend, batch)
+                result = backend.infer_batch(batch)
+                vectors, version = result.outputs, result.model_version
             except BackendError as e:
                 log.warning("batch of %d failed: %s", len(ok), e)
                 detail = f"{Reason.INFERENCE_FAILED.value}: {type(e).__name__}: {e}"

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from flinkai.config import Config, EmbeddingConfig, ModelConfig, OnnxConfig
+from flinkai.config import ModelConfig
 from flinkai.errors import ConfigError, require
 from flinkai.models.artifacts import (
     INPUT_NAMES,
@@ -259,7 +259,7 @@ def verify_export(
     min_cosine: float = MIN_COSINE,
     source_dir: Path | None = None,
 ) -> float:
-    """Compare the ONNX backend with sentence-transformers text by text.
+    """Compare the exported ONNX model with sentence-transformers text by text.
 
     Args:
         model_config: Points at the artifacts to check.
@@ -273,16 +273,18 @@ def verify_export(
     Raises:
         ExportError: A text's cosine is below ``min_cosine`` (the message names it).
     """
-    from flinkai.backends.onnx import OnnxEmbeddingBackend
-    from flinkai.backends.sentence_transformers import SentenceTransformersBackend
+    from flinkai.models.artifacts import load_artifacts
+    from flinkai.models.checks import embed_with, raw_session, sentence_transformers_reference
+    from flinkai.models.tokens import load_tokenizer
 
-    config = Config(
-        model=model_config, onnx=OnnxConfig(provider="cpu"), embedding=EmbeddingConfig()
-    )
-    with OnnxEmbeddingBackend(config) as onnx_backend:
-        got = onnx_backend.infer_batch(list(texts))
-    with SentenceTransformersBackend(config, model_dir=source_dir) as st_backend:
-        want = st_backend.infer_batch(list(texts))
+    artifacts = load_artifacts(model_config)
+    tokenizer = load_tokenizer(artifacts.tokenizer_path, model_config.max_seq_length)
+    session = raw_session(artifacts.model_file("fp32"))
+    got = embed_with(session, tokenizer, list(texts), artifacts.output_name)
+    if source_dir is None:
+        package: Any = require(SOURCE_MODULE, "torch")
+        source_dir = Path(package.get_model_path())
+    want = sentence_transformers_reference(texts, source_dir, model_config.max_seq_length)
     cos = np.sum(got * want, axis=1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(want, axis=1))
     worst = int(np.argmin(cos))
     if not np.all(np.isfinite(cos)) or cos[worst] < min_cosine:

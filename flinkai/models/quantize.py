@@ -42,6 +42,7 @@ from flinkai.models.artifacts import (
     sha256_file,
     write_manifest,
 )
+from flinkai.models.checks import embed_with, raw_session
 from flinkai.models.errors import QuantizeError
 
 __all__ = [
@@ -49,7 +50,6 @@ __all__ = [
     "DEFAULT_MIN_COSINE",
     "QuantizeOptions",
     "QuantizeResult",
-    "embed_with",
     "evaluation_split",
     "quantize_model",
 ]
@@ -171,31 +171,6 @@ def _default_texts() -> tuple[list[str], str]:
     return list(SAMPLE_SENTENCES), "samples"
 
 
-def _session(path: Path, threads: int = 0) -> Any:
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
-
-
-def embed_with(
-    session: Any, tokenizer: Any, texts: Sequence[str], output: str, batch_size: int = 32
-) -> np.ndarray:
-    """Embed ``texts`` with a raw session, length-sorted like the backend does."""
-    from flinkai.backends.batching import plan_sub_batches
-
-    out = np.empty((len(texts), 0), dtype=np.float32)
-    for sub in plan_sub_batches(tokenizer, texts, batch_size, True):
-        (vectors,) = session.run([output], sub.feed)
-        if out.shape[1] == 0:
-            out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
-        out[sub.index] = vectors
-    return out
-
-
 def _resolve_exclude(model_path: Path, patterns: Sequence[str]) -> tuple[str, ...]:
     import onnx
 
@@ -216,7 +191,7 @@ class _CalibrationReader:
     """
 
     def __init__(self, tokenizer: Any, texts: Sequence[str], batch_size: int = 16) -> None:
-        from flinkai.backends.batching import plan_sub_batches
+        from flinkai.models.tokens import plan_sub_batches
 
         self._batches: Iterator[dict[str, np.ndarray]] = (
             sub.feed for sub in plan_sub_batches(tokenizer, texts, batch_size, True)
@@ -295,7 +270,7 @@ def quantize_model(
             ``options.min_cosine`` and ``options.force`` is not set. The previous
             ``model.int8.onnx`` (if any) and the manifest are left untouched.
     """
-    from flinkai.backends.batching import load_tokenizer
+    from flinkai.models.tokens import load_tokenizer
 
     options = options or QuantizeOptions()
     say = progress or log.info
@@ -388,10 +363,10 @@ def _compare(
     artifacts: ModelArtifacts, fp32: Path, int8: Path, tokenizer: Any, texts: Sequence[str]
 ) -> tuple[float, float]:
     try:
-        quantised = _session(int8)
+        quantised = raw_session(int8)
     except Exception as e:  # onnxruntime's errors share no base class but Exception
         raise QuantizeError(f"the quantised model does not load: {e}") from e
-    reference = embed_with(_session(fp32), tokenizer, texts, artifacts.output_name)
+    reference = embed_with(raw_session(fp32), tokenizer, texts, artifacts.output_name)
     vectors = embed_with(quantised, tokenizer, texts, artifacts.output_name)
     # Rows are L2-normalised in the graph; normalise again so the check does not rely on it.
     ref = reference / np.linalg.norm(reference, axis=1, keepdims=True)

@@ -1,4 +1,7 @@
-"""Turn texts into model feeds with as little padding as possible.
+"""The tokenizer artifact, and how texts become model feeds with as little padding as possible.
+
+It sits with the artifacts (``tokenizer.json`` is one) so that the backends on the hot
+path and the export and quantisation checks share it without importing each other.
 
 Padding waste dominates transformer cost on CPU: a batch pays for its longest
 text. So texts are sorted by token length, cut into sub-batches, and each

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from flinkai.backends.hotswap import HotSwappingBackend, artifact_dir_factory
 from flinkai.cli import main
 from flinkai.config import Config, OnnxConfig
 from flinkai.kafka.admin import create_topics, produce
@@ -22,7 +23,6 @@ from flinkai.kafka.broker import LocalKafka
 from flinkai.kafka.errors import BrokerUnavailableError
 from flinkai.models.artifacts import ModelArtifacts
 from flinkai.models.control import ControlMessage, ControlTopic, live_listeners
-from flinkai.models.hotswap import HotSwappingBackend, artifact_dir_factory
 from flinkai.models.registry import ModelRegistry
 
 pytestmark = pytest.mark.integration
@@ -80,15 +80,15 @@ def test_reload_message_swaps_before_the_next_batch(
     subscription = serving.control
     assert subscription is not None
     listener = subscription.listener
-    assert serving.infer_batch_versioned(TEXTS)[1] == f"{name}@v1"
+    assert serving.infer_batch(TEXTS)[1] == f"{name}@v1"
 
     # The listener started before the topic existed; it must still see this message.
     v2 = registry.publish(name, model_artifacts.root, version="v2")
-    assert serving.infer_batch_versioned(TEXTS)[1] == f"{name}@v1", "swapped without a trigger"
+    assert serving.infer_batch(TEXTS)[1] == f"{name}@v1", "swapped without a trigger"
     create_topics(kafka_broker.bootstrap, [topic])
     produce(kafka_broker.bootstrap, topic, [ControlMessage(name, "v2", v2.sequence).to_json()])
     assert wait_until(lambda: listener.stats.reloads >= 1), listener.stats
-    assert serving.infer_batch_versioned(TEXTS)[1] == f"{name}@v2"
+    assert serving.infer_batch(TEXTS)[1] == f"{name}@v2"
     assert serving.stats.swaps == 1
     assert listener.stats.connected
 
@@ -97,7 +97,7 @@ def test_reload_message_swaps_before_the_next_batch(
     notify = ["--notify", "--topic", topic, "--bootstrap", kafka_broker.bootstrap]
     assert main.main([*argv, *notify]) == 0
     assert wait_until(lambda: listener.stats.reloads >= 2), listener.stats
-    assert serving.infer_batch_versioned(TEXTS)[1] == f"{name}@v1"
+    assert serving.infer_batch(TEXTS)[1] == f"{name}@v1"
     assert (serving.stats.swaps, listener.stats.bad_messages) == (2, 0)
 
     serving.close()
@@ -132,12 +132,12 @@ def test_bad_messages_are_counted_and_ignored(
     assert (stats.bad_messages, stats.ignored, stats.reloads) == (2, 1, 0)
     assert stats.last_bad is not None and "missing field(s) sequence" in stats.last_bad
     assert listener.alive
-    assert serving.infer_batch_versioned(TEXTS)[1] == f"{name}@v1"
+    assert serving.infer_batch(TEXTS)[1] == f"{name}@v1"
 
     # Still listening after the bad ones.
     produce(kafka_broker.bootstrap, topic, [ControlMessage(name, "v2", v2.sequence).to_json()])
     assert wait_until(lambda: listener.stats.reloads >= 1), listener.stats
-    assert serving.infer_batch_versioned(TEXTS)[1] == f"{name}@v2"
+    assert serving.infer_batch(TEXTS)[1] == f"{name}@v2"
 
 
 def test_produce_wraps_a_broker_that_stops_answering(kafka_broker: LocalKafka, topic: str) -> None:

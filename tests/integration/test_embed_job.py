@@ -35,7 +35,7 @@ def _reference(texts: list[str]) -> np.ndarray:
     from flinkai.backends.sentence_transformers import SentenceTransformersBackend
 
     with SentenceTransformersBackend(load_config(env={})) as st:
-        return st.infer_batch(texts)
+        return st.infer_batch(texts).outputs
 
 
 def test_embed_job_end_to_end(kafka_broker: LocalKafka, model_artifacts: ModelArtifacts) -> None:

@@ -16,8 +16,8 @@ import pytest
 from flinkai.backends import shared
 from flinkai.backends.base import EmbeddingBackend
 from flinkai.backends.errors import InvalidInput
+from flinkai.backends.factory import create_embedding_backend
 from flinkai.backends.onnx import OnnxEmbeddingBackend
-from flinkai.backends.registry import create_embedding_backend
 from flinkai.config import Config, EmbeddingConfig, ModelConfig, OnnxConfig
 from flinkai.datasets import DatasetNotFoundError, load_ag_news
 from flinkai.errors import MissingDependencyError
@@ -114,7 +114,7 @@ def test_artifact_layout(artifacts: ModelArtifacts) -> None:
 
 @pytest.fixture(scope="module")
 def news_vectors(backend: OnnxEmbeddingBackend, news_texts: list[str]) -> np.ndarray:
-    return backend.infer_batch(news_texts)
+    return backend.infer_batch(news_texts).outputs
 
 
 def test_matches_sentence_transformers_on_ag_news(
@@ -128,7 +128,7 @@ def test_matches_sentence_transformers_on_ag_news(
     assert lengths.max() > MAX_TOKENS, "needs a text longer than the truncation limit"
     assert lengths.min() < 32
     got = news_vectors
-    want = reference.infer_batch(news_texts)
+    want = reference.infer_batch(news_texts).outputs
     assert got.shape == want.shape == (len(news_texts), DIM)
     assert got.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
@@ -143,11 +143,13 @@ def test_output_order_survives_length_sorting(
     # Every 4th text: a sample over the whole length range.
     texts, straight = news_texts[::4], news_vectors[::4]
     perm = np.random.default_rng(7).permutation(len(texts))
-    shuffled = backend.infer_batch([texts[i] for i in perm])
+    shuffled = backend.infer_batch([texts[i] for i in perm]).outputs
     np.testing.assert_allclose(shuffled, straight[perm], atol=1e-4)
     # Unsorted pads to the longest text of each sub-batch: slow, so half the sample.
     with OnnxEmbeddingBackend(_config(sort=False)) as unsorted:
-        np.testing.assert_allclose(unsorted.infer_batch(texts[::2]), straight[::2], atol=1e-4)
+        np.testing.assert_allclose(
+            unsorted.infer_batch(texts[::2]).outputs, straight[::2], atol=1e-4
+        )
 
 
 def test_batch_size_does_not_change_results(
@@ -155,12 +157,12 @@ def test_batch_size_does_not_change_results(
 ) -> None:
     texts, batched = news_texts[1::6], news_vectors[1::6]
     with OnnxEmbeddingBackend(_config(batch_size=1)) as single:
-        one_by_one = single.infer_batch(texts)
+        one_by_one = single.infer_batch(texts).outputs
     assert float(np.abs(batched - one_by_one).max()) < 1e-4
 
 
 def test_empty_batch(backend: OnnxEmbeddingBackend) -> None:
-    out = backend.infer_batch([])
+    out = backend.infer_batch([]).outputs
     assert out.shape == (0, DIM) and out.dtype == np.float32
 
 
@@ -218,7 +220,7 @@ def test_shared_backend_is_loaded_once_per_config_and_closed_by_the_last_holder(
 def test_registry_creates_an_onnx_backend(artifacts: ModelArtifacts) -> None:
     b = create_embedding_backend(_config())
     with b:
-        assert b.infer_batch(["hello"]).shape == (1, DIM)
+        assert b.infer_batch(["hello"]).outputs.shape == (1, DIM)
 
 
 def test_export_skips_valid_artifacts(artifacts: ModelArtifacts) -> None:

@@ -22,14 +22,14 @@ import numpy as np
 import pytest
 
 from flinkai.backends.base import EmbeddingBackend
-from flinkai.config import Config, ModelConfig, OnnxConfig
-from flinkai.models.artifacts import MODEL_FILE, ModelArtifacts, load_artifacts
-from flinkai.models.errors import ArtifactError
-from flinkai.models.hotswap import (
+from flinkai.backends.hotswap import (
     HotSwappingBackend,
     artifact_dir_factory,
     hot_swapping_backend,
 )
+from flinkai.config import Config, ModelConfig, OnnxConfig
+from flinkai.models.artifacts import MODEL_FILE, ModelArtifacts, load_artifacts
+from flinkai.models.errors import ArtifactError
 from flinkai.models.registry import (
     CRASH_POINTS,
     POINTER_FILE,
@@ -109,7 +109,7 @@ class _TagBackend(EmbeddingBackend):
     def load(self) -> None:
         self.tag = np.frombuffer(self.published.file("model.bin").read_bytes()[:16], np.float32)
 
-    def infer_batch(self, batch: Sequence[str]) -> np.ndarray:
+    def _infer(self, batch: Sequence[str]) -> np.ndarray:
         return np.tile(self.tag, (len(batch), 1))
 
 
@@ -152,7 +152,7 @@ def test_crash_at_each_step_leaves_old_or_new_complete(
     assert (root / NAME / f"{POINTER_FILE}.tmp").exists() == (point == "before_pointer_rename")
 
     # The UDF side: no failed batch, and the new version only once CURRENT names it.
-    vectors, label = serving.infer_batch_versioned(["a", "b"])
+    vectors, label = serving.infer_batch(["a", "b"])
     assert vectors.shape == (2, 4)
     assert label == f"{NAME}@{seen.version}"
     assert serving.stats.rejections == 0
@@ -163,7 +163,7 @@ def test_crash_at_each_step_leaves_old_or_new_complete(
     assert _same_content(ModelRegistry(root).current(NAME, verify="always"), new_src)
     assert not [p for p in versions.iterdir() if p.name.startswith(".")]
     assert not (root / NAME / f"{POINTER_FILE}.tmp").exists()
-    assert serving.infer_batch_versioned(["c"])[1] == again.model_version
+    assert serving.infer_batch(["c"])[1] == again.model_version
     serving.close()
 
 
@@ -235,16 +235,16 @@ def test_onnx_model_published_twice_and_hot_swapped(
     )
     texts = ["A fox jumps over the lazy dog.", "Stocks rallied after the report.", "ok"]
     with OnnxEmbeddingBackend(config) as direct:
-        want = direct.infer_batch(texts)
+        want = direct.infer_batch(texts).outputs
 
     with backend:
-        vectors1, label1 = backend.infer_batch_versioned(texts)
+        vectors1, label1 = backend.infer_batch(texts)
         assert label1 == f"{name}@v1"
         assert vectors1.shape == (3, onnx_artifacts.dim)
         np.testing.assert_allclose(vectors1, want, atol=1e-5)
 
         reg.publish(name, onnx_artifacts.root, version="v2")
-        vectors2, label2 = backend.infer_batch_versioned(texts)
+        vectors2, label2 = backend.infer_batch(texts)
         assert label2 == f"{name}@v2"
         np.testing.assert_allclose(vectors2, want, atol=1e-5)
         first = factory.built[0]
@@ -259,7 +259,7 @@ def test_onnx_model_published_twice_and_hot_swapped(
             byte = f.read(1)
             f.seek(-1, os.SEEK_CUR)
             f.write(bytes([byte[0] ^ 0xFF]))
-        vectors3, label3 = backend.infer_batch_versioned(texts)
+        vectors3, label3 = backend.infer_batch(texts)
         assert label3 == f"{name}@v2"
         np.testing.assert_allclose(vectors3, want, atol=1e-5)
         assert backend.stats.rejections == 1

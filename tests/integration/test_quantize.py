@@ -82,8 +82,8 @@ def test_quantize_installs_a_verified_int8_variant(model_config: ModelConfig) ->
     # Through the runtime path, on texts the quantiser did not evaluate on.
     sample = texts[-N_TEXTS:]
     with _backend(model_config, "fp32") as fp32, _backend(model_config, "int8") as int8:
-        reference = fp32.infer_batch(sample)
-        vectors = int8.infer_batch(sample)
+        reference = fp32.infer_batch(sample).outputs
+        vectors = int8.infer_batch(sample).outputs
         assert int8.model_version.endswith("-int8")
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
     cosine = (reference * vectors).sum(axis=1)

@@ -25,7 +25,7 @@ from flinkai.backends.errors import (
     InvalidInput,
     ModelNotFound,
 )
-from flinkai.backends.registry import create_embedding_backend
+from flinkai.backends.factory import create_embedding_backend
 from flinkai.backends.triton import TritonEmbeddingBackend
 from flinkai.config import Config, EmbeddingConfig, ModelConfig, TritonConfig
 from flinkai.datasets import load_ag_news
@@ -178,7 +178,7 @@ def test_embeddings_match_onnxruntime(
     texts: list[str],
     reference: np.ndarray,
 ) -> None:
-    out = backend.infer_batch(texts)
+    out = backend.infer_batch(texts).outputs
     assert out.shape == (len(texts), 384) and out.dtype == np.float32
     assert _cosine(out, reference).min() >= 0.999
     assert np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-4)
@@ -204,7 +204,7 @@ def test_concurrent_callers_share_one_backend(
 
     def work(k: int) -> None:
         try:
-            results[k] = backend.infer_batch(texts[k * 24 : (k + 1) * 24])
+            results[k] = backend.infer_batch(texts[k * 24 : (k + 1) * 24]).outputs
         except BaseException as e:
             errors.append(e)
 
@@ -219,7 +219,7 @@ def test_concurrent_callers_share_one_backend(
 
 
 def test_empty_and_bad_input(backend: TritonEmbeddingBackend) -> None:
-    assert backend.infer_batch([]).shape == (0, 384)
+    assert backend.infer_batch([]).outputs.shape == (0, 384)
     with pytest.raises(InvalidInput):
         backend.infer_batch(["ok", None])  # type: ignore[list-item]
 
@@ -345,7 +345,7 @@ def test_restart_on_same_port_and_recover_without_a_new_backend(
     last: BaseException | None = None
     while time.monotonic() < deadline:
         try:
-            out = backend.infer_batch(texts)
+            out = backend.infer_batch(texts).outputs
             break
         except BackendUnavailable as e:  # breaker still open or channel reconnecting
             last = e

@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from flinkai.backends import registry
+from flinkai.backends import factory
 from flinkai.backends.errors import BackendError
 from flinkai.backends.onnx import OnnxEmbeddingBackend
 from flinkai.config import Config, EmbeddingConfig, ModelConfig, OnnxConfig
@@ -274,16 +274,16 @@ def test_triton_config_rejects_oversized_preferred_batch() -> None:
 
 def test_registry_builds_the_configured_backend(tmp_path: Path) -> None:
     cfg = Config(model=_config(tmp_path / "absent"))
-    backend = registry.create_embedding_backend(cfg)
+    backend = factory.create_embedding_backend(cfg)
     assert isinstance(backend, OnnxEmbeddingBackend)
     assert backend.dim == DIM and not backend.loaded
 
 
 def test_registry_names_a_missing_backend_module(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(registry.BACKENDS, "triton", ("flinkai.backends._absent_module", "X"))
+    monkeypatch.setitem(factory.BACKENDS, "triton", ("flinkai.backends._absent_module", "X"))
     cfg = Config().with_overrides(embedding={"backend": "triton"})
     with pytest.raises(ConfigError, match="_absent_module"):
-        registry.create_embedding_backend(cfg)
+        factory.create_embedding_backend(cfg)
 
 
 def test_onnx_backend_needs_load_and_artifacts(tmp_path: Path) -> None:

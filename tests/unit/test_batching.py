@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from flinkai.backends.batching import cut_points
+from flinkai.models.tokens import cut_points
 
 
 def spans(ends: list[int]) -> list[tuple[int, int]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from flinkai.backends.hotswap import HotSwappingBackend, hot_swapping_backend
 from flinkai.cli import main
 from flinkai.config import Config
 from flinkai.local.process import free_port
@@ -21,7 +22,6 @@ from flinkai.models.control import (
     parse_control_message,
     subscribe,
 )
-from flinkai.models.hotswap import HotSwappingBackend, hot_swapping_backend
 from flinkai.models.registry import ModelNotPublishedError, ModelRegistry, RegistryConfig
 from tests.unit.test_hotswap import NAME, TEXTS, Factory, publish
 
@@ -137,9 +137,9 @@ def test_directory_watch_works_while_the_control_broker_is_down(
     with backend:
         subscription = backend.control
         assert subscription is not None and subscription.listener.alive
-        assert backend.infer_batch_versioned(TEXTS)[1] == f"{NAME}@{v1}"
+        assert backend.infer_batch(TEXTS)[1] == f"{NAME}@{v1}"
         v2 = publish(reg, "two")
-        assert backend.infer_batch_versioned(TEXTS)[1] == f"{NAME}@{v2}"
+        assert backend.infer_batch(TEXTS)[1] == f"{NAME}@{v2}"
     assert backend.control is None
     assert not subscription.listener.alive
 

@@ -205,7 +205,7 @@ class _FakeBackend(EmbeddingBackend):
     def load(self) -> None:
         pass
 
-    def infer_batch(self, batch: Sequence[str]) -> np.ndarray:
+    def _infer(self, batch: Sequence[str]) -> np.ndarray:
         self.calls += 1
         return np.array([[len(t), 1.0, 0.0, 0.0] for t in batch], dtype=np.float32)
 

@@ -12,13 +12,11 @@ import pytest
 
 from flinkai.backends.base import EmbeddingBackend
 from flinkai.backends.errors import BackendError
-from flinkai.config import Config
-from flinkai.models.hotswap import (
+from flinkai.backends.hotswap import (
     HotSwappingBackend,
-    VersionedBackend,
     hot_swapping_backend,
-    infer_with_version,
 )
+from flinkai.config import Config
 from flinkai.models.registry import (
     POINTER_FILE,
     REGISTRY_MANIFEST,
@@ -72,7 +70,7 @@ class FakeBackend(EmbeddingBackend):
     def model_version(self) -> str:
         return self.published.model_version
 
-    def infer_batch(self, batch: Sequence[str]) -> np.ndarray:
+    def _infer(self, batch: Sequence[str]) -> np.ndarray:
         if not self.loaded or self.closed:
             raise BackendError(f"{self.model_version} used while not loaded")
         if self.on_batch is not None:
@@ -147,17 +145,17 @@ def test_new_version_is_picked_up_between_batches_after_the_poll_interval(
     assert backend.model_version == f"{NAME}@{v1}"
     assert backend.dim == DIM
 
-    vectors, version = backend.infer_batch_versioned(TEXTS)
+    vectors, version = backend.infer_batch(TEXTS)
     assert version == f"{NAME}@{v1}"
     assert rows_version(vectors, TEXTS, [v1]) == {v1}
 
     v2 = publish(reg, "two")
     clock.now = 5.0  # poll not due yet
-    assert backend.infer_batch_versioned(TEXTS)[1] == f"{NAME}@{v1}"
+    assert backend.infer_batch(TEXTS)[1] == f"{NAME}@{v1}"
     assert not factory.built[0].closed
 
     clock.now = 10.0
-    vectors, version = backend.infer_batch_versioned(TEXTS)
+    vectors, version = backend.infer_batch(TEXTS)
     assert version == f"{NAME}@{v2}"
     assert rows_version(vectors, TEXTS, [v1, v2]) == {v2}
     assert backend.model_version == f"{NAME}@{v2}"
@@ -180,11 +178,11 @@ def test_publish_during_a_batch_takes_effect_on_the_next_one(
             published.append(publish(reg, "two"))
 
     factory.built[0].on_batch = publish_once
-    vectors, version = backend.infer_batch_versioned(TEXTS)
+    vectors, version = backend.infer_batch(TEXTS)
     assert version == f"{NAME}@{v1}"
     v2 = published[0]
     assert rows_version(vectors, TEXTS, [v1, v2]) == {v1}
-    vectors, version = backend.infer_batch_versioned(TEXTS)
+    vectors, version = backend.infer_batch(TEXTS)
     assert version == f"{NAME}@{v2}"
     assert rows_version(vectors, TEXTS, [v1, v2]) == {v2}
 
@@ -200,14 +198,14 @@ def test_batch_in_flight_finishes_on_the_old_version(reg: ModelRegistry, factory
 
     factory.built[0].on_batch = block
     result: list[tuple[np.ndarray, str]] = []
-    worker = threading.Thread(target=lambda: result.append(backend.infer_batch_versioned(TEXTS)))
+    worker = threading.Thread(target=lambda: result.append(backend.infer_batch(TEXTS)))
     worker.start()
     assert started.wait(10)
 
     v2 = publish(reg, "two")
     assert backend.check_now()
     assert not factory.built[0].closed, "still running a batch"
-    assert backend.infer_batch_versioned(TEXTS)[1] == f"{NAME}@{v2}"
+    assert backend.infer_batch(TEXTS)[1] == f"{NAME}@{v2}"
 
     release.set()
     worker.join(10)
@@ -248,7 +246,7 @@ def test_ten_publishes_under_steady_load(
     def consumer(out: list[tuple[str, np.ndarray]]) -> None:
         try:
             while not done.is_set() or len(out) < 200:
-                out.append(backend.infer_batch_versioned(texts)[::-1])
+                out.append(backend.infer_batch(texts)[::-1])
         except BaseException as e:
             failures.append(e)
 
@@ -275,7 +273,7 @@ def test_ten_publishes_under_steady_load(
         assert seqs[-1] >= 9
         assert len(set(seqs)) >= 2
     assert backend.stats.swaps == 10, "every publish was swapped in"
-    assert backend.infer_batch_versioned(texts)[1] == f"{NAME}@{last}"
+    assert backend.infer_batch(texts)[1] == f"{NAME}@{last}"
     assert backend.stats.rejections == 0
     # Every backend but the serving one has been closed.
     assert [b.closed for b in factory.built] == [True] * (len(factory.built) - 1) + [False]
@@ -292,7 +290,7 @@ def test_corrupt_version_is_rejected_and_old_keeps_serving(
     original = weights.read_bytes()
     weights.write_bytes(bytes([original[0] ^ 0xFF]) + original[1:])
 
-    vectors, version = backend.infer_batch_versioned(TEXTS)
+    vectors, version = backend.infer_batch(TEXTS)
     assert version == f"{NAME}@{v1}"
     assert rows_version(vectors, TEXTS, [v1, v2]) == {v1}
     assert backend.stats.rejections == 1
@@ -300,12 +298,12 @@ def test_corrupt_version_is_rejected_and_old_keeps_serving(
     assert len(factory.built) == 1, "a version failing verification is never built"
 
     # Not retried on every batch while CURRENT is unchanged...
-    backend.infer_batch_versioned(TEXTS)
+    backend.infer_batch(TEXTS)
     assert backend.stats.rejections == 1
     # ...but on request, e.g. after a repair.
     weights.write_bytes(original)
     backend.request_reload()
-    assert backend.infer_batch_versioned(TEXTS)[1] == f"{NAME}@{v2}"
+    assert backend.infer_batch(TEXTS)[1] == f"{NAME}@{v2}"
     assert backend.stats.swaps == 1
 
 
@@ -314,11 +312,11 @@ def test_missing_manifest_is_rejected(reg: ModelRegistry, factory: Factory) -> N
     backend = _backend(reg, factory, FakeClock(), poll_s=0.0)
     v2 = publish(reg, "two")
     (reg.version_dir(NAME, v2) / REGISTRY_MANIFEST).unlink()
-    assert backend.infer_batch_versioned(TEXTS)[1] == f"{NAME}@{v1}"
+    assert backend.infer_batch(TEXTS)[1] == f"{NAME}@{v1}"
     assert "manifest is missing" in str(backend.stats.last_rejection)
     # The next good publish is taken.
     v3 = publish(reg, "three")
-    assert backend.infer_batch_versioned(TEXTS)[1] == f"{NAME}@{v3}"
+    assert backend.infer_batch(TEXTS)[1] == f"{NAME}@{v3}"
 
 
 def test_backend_that_fails_to_load_is_rejected_and_closed(
@@ -327,7 +325,7 @@ def test_backend_that_fails_to_load_is_rejected_and_closed(
     v1 = publish(reg, "one")
     backend = _backend(reg, factory, FakeClock(), poll_s=0.0)
     publish(reg, "two", weights=b"BROKEN model file")
-    assert backend.infer_batch_versioned(TEXTS)[1] == f"{NAME}@{v1}"
+    assert backend.infer_batch(TEXTS)[1] == f"{NAME}@{v1}"
     assert "cannot parse" in str(backend.stats.last_rejection)
     assert factory.built[1].closed
     assert not factory.built[0].closed
@@ -337,24 +335,24 @@ def test_unreadable_pointer_is_rejected(reg: ModelRegistry, factory: Factory) ->
     v1 = publish(reg, "one")
     backend = _backend(reg, factory, FakeClock(), poll_s=0.0)
     (reg.root / NAME / POINTER_FILE).write_text("garbage")
-    assert backend.infer_batch_versioned(TEXTS)[1] == f"{NAME}@{v1}"
+    assert backend.infer_batch(TEXTS)[1] == f"{NAME}@{v1}"
     assert "invalid pointer" in str(backend.stats.last_rejection)
     v2 = publish(reg, "two")
-    assert backend.infer_batch_versioned(TEXTS)[1] == f"{NAME}@{v2}"
+    assert backend.infer_batch(TEXTS)[1] == f"{NAME}@{v2}"
 
 
 def test_dimension_change_is_rejected_unless_allowed(reg: ModelRegistry, factory: Factory) -> None:
     v1 = publish(reg, "one")
     backend = _backend(reg, factory, FakeClock(), poll_s=0.0)
     v2 = publish(reg, "wide", dim=16)
-    assert backend.infer_batch_versioned(TEXTS)[1] == f"{NAME}@{v1}"
+    assert backend.infer_batch(TEXTS)[1] == f"{NAME}@{v1}"
     assert "16 dimensions" in str(backend.stats.last_rejection)
 
     relaxed = HotSwappingBackend(reg, NAME, factory, poll_interval_s=0.0, allow_dim_change=True)
     reg.rollback(NAME, v1)
     relaxed.load()
     reg.rollback(NAME, v2)
-    vectors, version = relaxed.infer_batch_versioned(TEXTS)
+    vectors, version = relaxed.infer_batch(TEXTS)
     assert (version, vectors.shape, relaxed.dim) == (f"{NAME}@{v2}", (3, 16), 16)
 
 
@@ -362,9 +360,9 @@ def test_rollback_is_followed(reg: ModelRegistry, factory: Factory) -> None:
     v1 = publish(reg, "one")
     v2 = publish(reg, "two")
     backend = _backend(reg, factory, FakeClock(), poll_s=0.0)
-    assert backend.infer_batch_versioned(TEXTS)[1] == f"{NAME}@{v2}"
+    assert backend.infer_batch(TEXTS)[1] == f"{NAME}@{v2}"
     reg.rollback(NAME, v1)
-    assert backend.infer_batch_versioned(TEXTS)[1] == f"{NAME}@{v1}"
+    assert backend.infer_batch(TEXTS)[1] == f"{NAME}@{v1}"
 
 
 def test_load_without_a_published_version_fails(reg: ModelRegistry, factory: Factory) -> None:
@@ -375,19 +373,17 @@ def test_load_without_a_published_version_fails(reg: ModelRegistry, factory: Fac
         backend.infer_batch(TEXTS)
 
 
-def test_infer_with_version_for_plain_and_hot_swapping_backends(
+def test_every_backend_returns_the_version_with_its_outputs(
     reg: ModelRegistry, factory: Factory
 ) -> None:
     v1 = publish(reg, "one")
     plain = FakeBackend(reg.current(NAME))
     plain.load()
-    assert not isinstance(plain, VersionedBackend)
-    assert infer_with_version(plain, TEXTS)[1] == f"{NAME}@{v1}"
+    assert plain.infer_batch(TEXTS).model_version == f"{NAME}@{v1}"
     hot = _backend(reg, factory, FakeClock())
-    assert isinstance(hot, VersionedBackend)
-    vectors, version = infer_with_version(hot, TEXTS)
+    vectors, version = hot.infer_batch(TEXTS)
     assert version == f"{NAME}@{v1}"
-    assert np.array_equal(vectors, hot.infer_batch(TEXTS))
+    assert np.array_equal(vectors, plain.infer_batch(TEXTS).outputs)
 
 
 def test_built_from_config(reg: ModelRegistry, factory: Factory) -> None:
@@ -398,5 +394,5 @@ def test_built_from_config(reg: ModelRegistry, factory: Factory) -> None:
     )
     assert (backend.model_name, backend.poll_interval_s) == (NAME, 1.5)
     with backend:
-        assert backend.infer_batch_versioned(TEXTS)[1] == f"{NAME}@{v1}"
+        assert backend.infer_batch(TEXTS)[1] == f"{NAME}@{v1}"
     assert factory.built[0].closed

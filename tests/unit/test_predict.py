@@ -10,15 +10,15 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from flinkai.errors import ConfigError
-from flinkai.functions.predict import (
-    PredictConfig,
-    PredictFunction,
-    ScoringModelError,
-    acquire_scoring_model,
-    live_scoring_models,
-    release_scoring_model,
+from flinkai.backends.errors import BackendError, ScoringModelError
+from flinkai.backends.shared import (
+    acquire_scoring_backend,
+    live_scoring_backends,
+    release_scoring_backend,
 )
+from flinkai.config import PredictConfig
+from flinkai.errors import ConfigError
+from flinkai.functions.predict import PredictFunction
 
 WEIGHTS = np.array([[0.5], [-1.25], [2.0], [0.75]], dtype=np.float32)
 BIAS = np.array([-0.1], dtype=np.float32)
@@ -122,9 +122,9 @@ def test_empty_batch(fn: PredictFunction) -> None:
 
 def test_inference_failure_is_data(fn: PredictFunction, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(features: np.ndarray) -> np.ndarray:
-        raise RuntimeError("ONNX Runtime failed: boom")
+        raise BackendError("ONNX Runtime failed: boom")
 
-    monkeypatch.setattr(fn.model, "score", broken)
+    monkeypatch.setattr(fn.model, "_infer", broken)
     result = fn([[0.0] * N_FEATURES, None])
     assert result.scores == [None, None]
     assert result.errors[0] == "inference_failed: ONNX Runtime failed: boom"
@@ -133,16 +133,16 @@ def test_inference_failure_is_data(fn: PredictFunction, monkeypatch: pytest.Monk
 
 def test_model_shared_per_process(model_path: Path) -> None:
     config = PredictConfig(model_path=str(model_path), model_version="lr@v1")
-    before = live_scoring_models()
-    a, b = acquire_scoring_model(config), acquire_scoring_model(config)
-    assert a is b and live_scoring_models() == before + 1
+    before = live_scoring_backends()
+    a, b = acquire_scoring_backend(config), acquire_scoring_backend(config)
+    assert a is b and live_scoring_backends() == before + 1
     assert a.model_version == "lr@v1"
-    release_scoring_model(a)
-    assert live_scoring_models() == before + 1
-    release_scoring_model(b)
-    assert live_scoring_models() == before
+    release_scoring_backend(a)
+    assert live_scoring_backends() == before + 1
+    release_scoring_backend(b)
+    assert live_scoring_backends() == before
     with pytest.raises(ValueError, match="released twice"):
-        release_scoring_model(a)
+        release_scoring_backend(a)
 
 
 def test_symbolic_width_needs_feature_count(tmp_path: Path) -> None:
@@ -168,7 +168,7 @@ def test_config_errors(model_path: Path, tmp_path: Path) -> None:
         PredictFunction(PredictConfig(model_path=str(model_path), input_name="x")).open()
     with pytest.raises(ScoringModelError, match="no output"):
         PredictFunction(PredictConfig(model_path=str(model_path), output_name="y")).open()
-    assert live_scoring_models() == 0
+    assert live_scoring_backends() == 0
 
 
 def test_used_before_open(model_path: Path) -> None:
