@@ -10,22 +10,22 @@ keeps one loaded backend per worker process.
 from flinkai.backends.base import BatchResult, ColdStart, EmbeddingBackend, InferenceBackend
 from flinkai.backends.errors import (
     BackendError,
-    BackendTimeout,
-    BackendUnavailable,
-    CircuitOpen,
-    InvalidInput,
-    ModelNotFound,
+    BackendTimeoutError,
+    BackendUnavailableError,
+    CircuitOpenError,
+    InvalidInputError,
+    ModelNotFoundError,
 )
 
 __all__ = [
     "BackendError",
-    "BackendTimeout",
-    "BackendUnavailable",
+    "BackendTimeoutError",
+    "BackendUnavailableError",
     "BatchResult",
-    "CircuitOpen",
+    "CircuitOpenError",
     "ColdStart",
     "EmbeddingBackend",
     "InferenceBackend",
-    "InvalidInput",
-    "ModelNotFound",
+    "InvalidInputError",
+    "ModelNotFoundError",
 ]

@@ -6,11 +6,11 @@ from flinkai.errors import FlinkAIError, SetupError
 
 __all__ = [
     "BackendError",
-    "BackendTimeout",
-    "BackendUnavailable",
-    "CircuitOpen",
-    "InvalidInput",
-    "ModelNotFound",
+    "BackendTimeoutError",
+    "BackendUnavailableError",
+    "CircuitOpenError",
+    "InvalidInputError",
+    "ModelNotFoundError",
     "ScoringModelError",
 ]
 
@@ -19,23 +19,23 @@ class BackendError(FlinkAIError):
     """Base class for inference failures."""
 
 
-class BackendTimeout(BackendError):
+class BackendTimeoutError(BackendError):
     """A call exceeded its deadline; retrying may succeed."""
 
 
-class BackendUnavailable(BackendError):
+class BackendUnavailableError(BackendError):
     """The server or device cannot be reached; retry later or fail over."""
 
 
-class CircuitOpen(BackendUnavailable):
+class CircuitOpenError(BackendUnavailableError):
     """Calls are short-circuited after repeated failures, until the reset timeout passes."""
 
 
-class ModelNotFound(BackendError):
+class ModelNotFoundError(BackendError):
     """The model (or version) does not exist where the backend looked; do not retry."""
 
 
-class InvalidInput(BackendError):
+class InvalidInputError(BackendError):
     """The batch itself is bad (shape, dtype); do not retry, dead-letter it."""
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from flinkai.backends.base import EmbeddingBackend
-from flinkai.backends.errors import BackendError, InvalidInput
+from flinkai.backends.errors import BackendError, InvalidInputError
 from flinkai.config import Config, EmbeddingConfig, ModelConfig, OnnxConfig
 from flinkai.errors import ConfigError
 from flinkai.models.artifacts import ModelArtifacts, load_artifacts
@@ -189,13 +189,13 @@ class OnnxEmbeddingBackend(EmbeddingBackend):
             float32 array ``[len(batch), dim]``, L2-normalised rows, in input order.
 
         Raises:
-            InvalidInput: An element is not a ``str``.
+            InvalidInputError: An element is not a ``str``.
             BackendError: Called before :meth:`load`, or ONNX Runtime failed.
         """
         texts = list(batch)
         for i, text in enumerate(texts):
             if not isinstance(text, str):
-                raise InvalidInput(f"batch[{i}] is {type(text).__name__}, expected str")
+                raise InvalidInputError(f"batch[{i}] is {type(text).__name__}, expected str")
         if self._session is None:
             raise BackendError(f"{type(self).__name__}.infer_batch called before load()")
         if not texts:

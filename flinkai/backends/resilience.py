@@ -5,9 +5,9 @@ drive time explicitly and never sleep. The retry loop exists in a blocking
 (:meth:`Retrier.call`) and an asyncio (:meth:`Retrier.acall`) flavour with the same
 rules:
 
-* Only :class:`~flinkai.backends.errors.BackendTimeout` and
-  :class:`~flinkai.backends.errors.BackendUnavailable` are retried; a
-  :class:`~flinkai.backends.errors.CircuitOpen` (a ``BackendUnavailable``) is not:
+* Only :class:`~flinkai.backends.errors.BackendTimeoutError` and
+  :class:`~flinkai.backends.errors.BackendUnavailableError` are retried; a
+  :class:`~flinkai.backends.errors.CircuitOpenError` (a ``BackendUnavailableError``) is not:
   failing fast is the breaker's purpose.
 * Attempt ``k`` (0-based) that fails waits ``min(backoff_max_s, backoff_initial_s *
   multiplier**k)``, shrunk by up to ``jitter`` of itself at random, so that many
@@ -28,7 +28,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from flinkai.backends.errors import BackendError, BackendTimeout, BackendUnavailable, CircuitOpen
+from flinkai.backends.errors import (
+    BackendError,
+    BackendTimeoutError,
+    BackendUnavailableError,
+    CircuitOpenError,
+)
 from flinkai.config import TritonConfig
 from flinkai.errors import ConfigError
 
@@ -45,7 +50,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: Errors worth another attempt: the server may be back, or less busy, a moment later.
-RETRYABLE: tuple[type[BaseException], ...] = (BackendTimeout, BackendUnavailable)
+RETRYABLE: tuple[type[BaseException], ...] = (BackendTimeoutError, BackendUnavailableError)
 
 BreakerState = Literal["closed", "open", "half_open"]
 
@@ -101,7 +106,7 @@ class RetryPolicy:
 class CircuitBreaker:
     """Fails calls fast after repeated failures, then lets one trial call through.
 
-    States: ``closed`` (calls pass), ``open`` (calls raise :class:`CircuitOpen` until
+    States: ``closed`` (calls pass), ``open`` (calls raise :class:`CircuitOpenError` until
     ``reset_s`` has passed since the last failure), ``half_open`` (one trial call
     passes; its success closes the breaker, its failure opens it again). Thread-safe.
 
@@ -166,7 +171,7 @@ class CircuitBreaker:
         """Ask permission for one call.
 
         Raises:
-            CircuitOpen: The breaker is open, or half-open with its trial call in flight.
+            CircuitOpenError: The breaker is open, or half-open with its trial call in flight.
                 Chained to the failure that opened it.
         """
         with self._lock:
@@ -180,7 +185,7 @@ class CircuitBreaker:
             remaining = max(0.0, self.reset_s - (self._clock() - self._opened_at))
             last = self._last_error
         detail = f"; last error: {last}" if last is not None else ""
-        error = CircuitOpen(
+        error = CircuitOpenError(
             f"circuit open for {self.name} after {self.failure_threshold} consecutive failures; "
             f"next trial in {remaining:.1f}s{detail}"
         )
@@ -247,7 +252,7 @@ class Retrier:
         """Call ``fn`` until it succeeds, fails with a non-retryable error, or attempts run out.
 
         Raises:
-            CircuitOpen: The breaker refused an attempt.
+            CircuitOpenError: The breaker refused an attempt.
             BackendError: The last error of ``fn`` (non-retryable, or retries exhausted).
         """
         attempt = 0
@@ -298,7 +303,7 @@ class Retrier:
 
     def _after_failure(self, attempt: int, error: BaseException) -> float | None:
         """Report ``error``; return the wait before the next attempt, or None to give up."""
-        transport = isinstance(error, RETRYABLE) and not isinstance(error, CircuitOpen)
+        transport = isinstance(error, RETRYABLE) and not isinstance(error, CircuitOpenError)
         if self.breaker is not None:
             if transport:
                 self.breaker.record_failure(error)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from flinkai.backends.base import EmbeddingBackend
-from flinkai.backends.errors import BackendError, InvalidInput
+from flinkai.backends.errors import BackendError, InvalidInputError
 from flinkai.config import Config, EmbeddingConfig, ModelConfig
 from flinkai.errors import ConfigError, require
 
@@ -118,13 +118,13 @@ class SentenceTransformersBackend(EmbeddingBackend):
         """Embed texts; float32 ``[len(batch), dim]``, L2-normalised, in input order.
 
         Raises:
-            InvalidInput: An element is not a ``str``.
+            InvalidInputError: An element is not a ``str``.
             BackendError: Called before :meth:`load`.
         """
         texts = list(batch)
         for i, text in enumerate(texts):
             if not isinstance(text, str):
-                raise InvalidInput(f"batch[{i}] is {type(text).__name__}, expected str")
+                raise InvalidInputError(f"batch[{i}] is {type(text).__name__}, expected str")
         if self._model is None:
             raise BackendError(f"{type(self).__name__}.infer_batch called before load()")
         if not texts:

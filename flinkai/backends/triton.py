@@ -14,11 +14,11 @@ fast while the server is down. Errors map to caller decisions:
 ========================================  ==========================================
 gRPC status                               raised
 ========================================  ==========================================
-``DEADLINE_EXCEEDED``                     :class:`BackendTimeout` (retried)
-``UNAVAILABLE`` and other server failures :class:`BackendUnavailable` (retried)
-``NOT_FOUND`` (unknown model or version)  :class:`ModelNotFound` (not retried)
-``INVALID_ARGUMENT``                      :class:`InvalidInput` (not retried)
-breaker open                              :class:`CircuitOpen` (not retried)
+``DEADLINE_EXCEEDED``                     :class:`BackendTimeoutError` (retried)
+``UNAVAILABLE`` and other server failures :class:`BackendUnavailableError` (retried)
+``NOT_FOUND`` (unknown model or version)  :class:`ModelNotFoundError` (not retried)
+``INVALID_ARGUMENT``                      :class:`InvalidInputError` (not retried)
+breaker open                              :class:`CircuitOpenError` (not retried)
 ========================================  ==========================================
 """
 
@@ -39,10 +39,10 @@ import numpy as np
 from flinkai.backends.base import EmbeddingBackend
 from flinkai.backends.errors import (
     BackendError,
-    BackendTimeout,
-    BackendUnavailable,
-    InvalidInput,
-    ModelNotFound,
+    BackendTimeoutError,
+    BackendUnavailableError,
+    InvalidInputError,
+    ModelNotFoundError,
 )
 from flinkai.backends.resilience import CircuitBreaker, Retrier, RetryPolicy
 from flinkai.config import Config, EmbeddingConfig, ModelConfig, TritonConfig
@@ -64,17 +64,17 @@ _WARMUP_TEXTS = ("Warm-up: the first request opens the connection.", "ok")
 
 # gRPC status (as tritonclient reports it) -> error; the type decides whether it is retried.
 _STATUS_ERRORS: dict[str, type[BackendError]] = {
-    "StatusCode.DEADLINE_EXCEEDED": BackendTimeout,
-    "StatusCode.UNAVAILABLE": BackendUnavailable,
+    "StatusCode.DEADLINE_EXCEEDED": BackendTimeoutError,
+    "StatusCode.UNAVAILABLE": BackendUnavailableError,
     # A server that is shutting down or whose model process died answers with these.
-    "StatusCode.CANCELLED": BackendUnavailable,
-    "StatusCode.ABORTED": BackendUnavailable,
-    "StatusCode.INTERNAL": BackendUnavailable,
-    "StatusCode.UNKNOWN": BackendUnavailable,
-    "StatusCode.RESOURCE_EXHAUSTED": BackendUnavailable,
-    "StatusCode.NOT_FOUND": ModelNotFound,
-    "StatusCode.INVALID_ARGUMENT": InvalidInput,
-    "StatusCode.OUT_OF_RANGE": InvalidInput,
+    "StatusCode.CANCELLED": BackendUnavailableError,
+    "StatusCode.ABORTED": BackendUnavailableError,
+    "StatusCode.INTERNAL": BackendUnavailableError,
+    "StatusCode.UNKNOWN": BackendUnavailableError,
+    "StatusCode.RESOURCE_EXHAUSTED": BackendUnavailableError,
+    "StatusCode.NOT_FOUND": ModelNotFoundError,
+    "StatusCode.INVALID_ARGUMENT": InvalidInputError,
+    "StatusCode.OUT_OF_RANGE": InvalidInputError,
 }
 
 
@@ -155,10 +155,10 @@ class TritonEmbeddingBackend(EmbeddingBackend):
             ArtifactError: ``manifest.json`` or ``tokenizer.json`` is missing or does
                 not match ``config.model`` (run ``flinkai model export``).
             MissingDependencyError: ``tritonclient`` is not installed (extra ``triton``).
-            BackendUnavailable: The server cannot be reached or is not live.
-            ModelNotFound: The server does not serve the model (or version), or serves
+            BackendUnavailableError: The server cannot be reached or is not live.
+            ModelNotFoundError: The server does not serve the model (or version), or serves
                 one whose inputs or outputs differ from the manifest.
-            BackendTimeout: The checks or the warm-up request exceeded ``timeout_s``.
+            BackendTimeoutError: The checks or the warm-up request exceeded ``timeout_s``.
         """
         with self._lock:
             if self._client is not None:
@@ -241,17 +241,17 @@ class TritonEmbeddingBackend(EmbeddingBackend):
             float32 array ``[len(batch), dim]``, L2-normalised rows, in input order.
 
         Raises:
-            InvalidInput: An element is not a ``str``, or the server rejected the request.
-            BackendTimeout: A request still exceeded ``timeout_s`` after the retries.
-            BackendUnavailable: The server was unreachable after the retries.
-            CircuitOpen: The breaker is open; no request was sent.
-            ModelNotFound: The server does not serve the model.
+            InvalidInputError: An element is not a ``str``, or the server rejected the request.
+            BackendTimeoutError: A request still exceeded ``timeout_s`` after the retries.
+            BackendUnavailableError: The server was unreachable after the retries.
+            CircuitOpenError: The breaker is open; no request was sent.
+            ModelNotFoundError: The server does not serve the model.
             BackendError: Called before :meth:`load`, or the reply had the wrong shape.
         """
         texts = list(batch)
         for i, text in enumerate(texts):
             if not isinstance(text, str):
-                raise InvalidInput(f"batch[{i}] is {type(text).__name__}, expected str")
+                raise InvalidInputError(f"batch[{i}] is {type(text).__name__}, expected str")
         if self._client is None:
             raise BackendError(f"{type(self).__name__}.infer_batch called before load()")
         if not texts:
@@ -304,13 +304,13 @@ class TritonEmbeddingBackend(EmbeddingBackend):
         hint = f"is a Triton server running there? (`flinkai serve triton --port {port}`)"
         live = await self._rpc(lambda: self._client.is_server_live(client_timeout=timeout), hint)
         if not live:
-            raise BackendUnavailable(f"Triton at {url} is not live; {hint}")
+            raise BackendUnavailableError(f"Triton at {url} is not live; {hint}")
         ready = await self._rpc(
             lambda: self._client.is_model_ready(name, version, client_timeout=timeout), hint
         )
         if not ready:
             which = f"{name!r} version {version!r}" if version else repr(name)
-            raise ModelNotFound(f"Triton at {url} does not serve a ready model {which}")
+            raise ModelNotFoundError(f"Triton at {url} does not serve a ready model {which}")
         meta = await self._rpc(
             lambda: self._client.get_model_metadata(
                 name, version, as_json=True, client_timeout=timeout
@@ -323,13 +323,13 @@ class TritonEmbeddingBackend(EmbeddingBackend):
         }
         output = manifest.outputs[0].name
         if served_in != sorted(manifest.input_names) or output not in served_out:
-            raise ModelNotFound(
+            raise ModelNotFoundError(
                 f"model {name!r} at {url} has inputs {served_in} / outputs {sorted(served_out)}, "
                 f"but {self.model_config.name}'s manifest expects {sorted(manifest.input_names)} "
                 f"/ {output}"
             )
         if served_out[output][-1:] != [manifest.dim]:
-            raise ModelNotFound(
+            raise ModelNotFoundError(
                 f"model {name!r} at {url} returns {output} of shape {served_out[output]}, "
                 f"expected [..., {manifest.dim}]"
             )
@@ -442,7 +442,7 @@ def _map_error(error: Any, url: str, hint: str) -> BackendError:
     kind = _STATUS_ERRORS.get(status, BackendError)
     message = error.message() if callable(getattr(error, "message", None)) else str(error)
     text = f"Triton at {url}: {status.removeprefix('StatusCode.') or 'error'}: {message}"
-    if hint and kind is BackendUnavailable:
+    if hint and kind is BackendUnavailableError:
         text = f"{text}; {hint}"
     return kind(text)
 
@@ -485,7 +485,9 @@ class _LoopThread:
             return future.result(timeout=timeout_s)
         except concurrent.futures.TimeoutError as e:
             future.cancel()
-            raise BackendTimeout(f"no result within {timeout_s:.0f}s (event loop stuck?)") from e
+            raise BackendTimeoutError(
+                f"no result within {timeout_s:.0f}s (event loop stuck?)"
+            ) from e
 
     def close(self) -> None:
         if self._loop.is_closed():

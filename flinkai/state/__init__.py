@@ -18,11 +18,11 @@ from flinkai.state.base import (
 from flinkai.state.cache import ByteLRUCache
 from flinkai.state.codec import CodecConfig
 from flinkai.state.errors import (
-    SnapshotCorrupt,
-    SnapshotMismatch,
-    SnapshotNotFound,
+    SnapshotCorruptError,
+    SnapshotMismatchError,
+    SnapshotNotFoundError,
     StateError,
-    StoreUnavailable,
+    StoreUnavailableError,
 )
 from flinkai.state.kafka import KafkaSnapshotStore, KafkaStoreConfig
 from flinkai.state.memory import InMemorySnapshotStore
@@ -34,15 +34,15 @@ __all__ = [
     "KafkaSnapshotStore",
     "KafkaStoreConfig",
     "Snapshot",
-    "SnapshotCorrupt",
+    "SnapshotCorruptError",
     "SnapshotKey",
     "SnapshotMeta",
-    "SnapshotMismatch",
-    "SnapshotNotFound",
+    "SnapshotMismatchError",
+    "SnapshotNotFoundError",
     "SnapshotStore",
     "StateError",
     "StoreStats",
-    "StoreUnavailable",
+    "StoreUnavailableError",
     "Version",
     "next_version",
     "prefix_hash",

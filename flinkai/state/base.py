@@ -25,9 +25,9 @@ from typing import Self
 import numpy as np
 
 from flinkai.state.errors import (
-    SnapshotCorrupt,
-    SnapshotMismatch,
-    SnapshotNotFound,
+    SnapshotCorruptError,
+    SnapshotMismatchError,
+    SnapshotNotFoundError,
 )
 
 __all__ = [
@@ -229,18 +229,20 @@ def check_expected(
     dtype: str | None,
     shape: Sequence[int] | None,
 ) -> None:
-    """Raise :class:`SnapshotMismatch` unless ``meta`` matches what is asked for.
+    """Raise :class:`SnapshotMismatchError` unless ``meta`` matches what is asked for.
 
     ``None`` means "any".
     """
     if model_version is not None and meta.model_version != model_version:
-        raise SnapshotMismatch(
+        raise SnapshotMismatchError(
             "model_version", f"stored {meta.model_version!r}, asked for {model_version!r}"
         )
     if dtype is not None and meta.dtype != np.dtype(dtype).name:
-        raise SnapshotMismatch("dtype", f"stored {meta.dtype}, asked for {np.dtype(dtype).name}")
+        raise SnapshotMismatchError(
+            "dtype", f"stored {meta.dtype}, asked for {np.dtype(dtype).name}"
+        )
     if shape is not None and meta.shape != tuple(shape):
-        raise SnapshotMismatch("shape", f"stored {meta.shape}, asked for {tuple(shape)}")
+        raise SnapshotMismatchError("shape", f"stored {meta.shape}, asked for {tuple(shape)}")
 
 
 class SnapshotStore(ABC):
@@ -291,15 +293,15 @@ class SnapshotStore(ABC):
         The stored header is checked against the request before any payload is read.
 
         Raises:
-            SnapshotNotFound: No such version.
-            SnapshotCorrupt: Its bytes failed verification (counted).
-            SnapshotMismatch: Another model version, dtype or shape (counted).
+            SnapshotNotFoundError: No such version.
+            SnapshotCorruptError: Its bytes failed verification (counted).
+            SnapshotMismatchError: Another model version, dtype or shape (counted).
         """
         meta = self._meta(key, version)
         try:
             check_expected(meta, model_version=model_version, dtype=dtype, shape=shape)
             tensor = self._tensor(key, meta)
-        except (SnapshotCorrupt, SnapshotMismatch) as e:
+        except (SnapshotCorruptError, SnapshotMismatchError) as e:
             self.stats.rejected[e.reason] += 1
             raise
         return Snapshot(key, meta.version, meta.model_version, tensor)
@@ -309,8 +311,8 @@ class SnapshotStore(ABC):
         """The stored header of one version.
 
         Raises:
-            SnapshotNotFound: No such version.
-            SnapshotCorrupt: It is already known to be corrupt.
+            SnapshotNotFoundError: No such version.
+            SnapshotCorruptError: It is already known to be corrupt.
         """
 
     @abstractmethod
@@ -318,8 +320,8 @@ class SnapshotStore(ABC):
         """The verified, read-only tensor of the version ``meta`` describes.
 
         Raises:
-            SnapshotNotFound: Its bytes are gone (deleted meanwhile).
-            SnapshotCorrupt: They fail verification.
+            SnapshotNotFoundError: Its bytes are gone (deleted meanwhile).
+            SnapshotCorruptError: They fail verification.
         """
 
     @abstractmethod
@@ -355,7 +357,7 @@ class SnapshotStore(ABC):
                 snapshot = self.get_version(
                     key, version, model_version=model_version, dtype=dtype, shape=shape
                 )
-            except (SnapshotNotFound, SnapshotCorrupt, SnapshotMismatch):
+            except (SnapshotNotFoundError, SnapshotCorruptError, SnapshotMismatchError):
                 continue
             self.stats.hits += 1
             return snapshot

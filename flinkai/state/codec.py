@@ -20,7 +20,7 @@ import numpy as np
 import zstandard
 
 from flinkai.state.base import SnapshotMeta, Version
-from flinkai.state.errors import SnapshotCorrupt
+from flinkai.state.errors import SnapshotCorruptError
 
 __all__ = ["CodecConfig", "CodecName", "decode", "encode", "shuffle", "unshuffle"]
 
@@ -117,20 +117,20 @@ def decode(payload: bytes | bytearray | memoryview, meta: SnapshotMeta) -> np.nd
         The tensor, read-only.
 
     Raises:
-        SnapshotCorrupt: Unknown compression or dtype (``header``), a payload that
+        SnapshotCorruptError: Unknown compression or dtype (``header``), a payload that
             does not decompress (``decode``), a size that disagrees with dtype and
             shape (``size``), or a sha256 that differs (``checksum``).
     """
     codec, _, rest = meta.compression.partition("+")
     if codec not in ("zstd", "none") or rest not in ("", _SHUFFLE[1:]):
-        raise SnapshotCorrupt("header", f"unknown compression {meta.compression!r}")
+        raise SnapshotCorruptError("header", f"unknown compression {meta.compression!r}")
     try:
         dtype = np.dtype(meta.dtype)
     except TypeError as e:
-        raise SnapshotCorrupt("header", f"unknown dtype {meta.dtype!r}") from e
+        raise SnapshotCorruptError("header", f"unknown dtype {meta.dtype!r}") from e
     expected = meta.raw_bytes
     if len(payload) != meta.payload_bytes:
-        raise SnapshotCorrupt(
+        raise SnapshotCorruptError(
             "size", f"payload is {len(payload)} bytes, header says {meta.payload_bytes}"
         )
     if codec == "zstd":
@@ -138,23 +138,25 @@ def decode(payload: bytes | bytearray | memoryview, meta: SnapshotMeta) -> np.nd
             # Checked first, so a flipped size field cannot make us allocate gigabytes.
             declared = zstandard.frame_content_size(payload)
             if declared != expected:
-                raise SnapshotCorrupt(
+                raise SnapshotCorruptError(
                     "size", f"zstd frame declares {declared} bytes, header implies {expected}"
                 )
             data = zstandard.ZstdDecompressor().decompress(payload)
         except zstandard.ZstdError as e:
-            raise SnapshotCorrupt("decode", f"zstd: {e}") from e
+            raise SnapshotCorruptError("decode", f"zstd: {e}") from e
     else:
         data = bytes(payload)
     if len(data) != expected:
-        raise SnapshotCorrupt(
+        raise SnapshotCorruptError(
             "size", f"{len(data)} bytes decoded, {meta.dtype}{list(meta.shape)} needs {expected}"
         )
     raw = np.frombuffer(data, dtype=np.uint8)
     if rest:
         raw = unshuffle(raw, dtype.itemsize)
     if hashlib.sha256(raw.data).hexdigest() != meta.sha256:
-        raise SnapshotCorrupt("checksum", "sha256 of the decoded tensor differs from the header")
+        raise SnapshotCorruptError(
+            "checksum", "sha256 of the decoded tensor differs from the header"
+        )
     tensor = raw.view(dtype.newbyteorder("<")).reshape(meta.shape)
     tensor.flags.writeable = False
     return tensor

@@ -16,11 +16,11 @@ __all__ = [
     "MISMATCH_REASONS",
     "CorruptReason",
     "MismatchReason",
-    "SnapshotCorrupt",
-    "SnapshotMismatch",
-    "SnapshotNotFound",
+    "SnapshotCorruptError",
+    "SnapshotMismatchError",
+    "SnapshotNotFoundError",
     "StateError",
-    "StoreUnavailable",
+    "StoreUnavailableError",
 ]
 
 #: Why stored bytes cannot be trusted: bad or missing header, payload that does not
@@ -37,11 +37,11 @@ class StateError(FlinkAIError):
     """Base class for snapshot store failures."""
 
 
-class SnapshotNotFound(StateError):
+class SnapshotNotFoundError(StateError):
     """No such key or version (never written, deleted or compacted away); recompute."""
 
 
-class SnapshotCorrupt(StateError):
+class SnapshotCorruptError(StateError):
     """The stored bytes fail verification; the version is skipped, never served.
 
     Attributes:
@@ -53,7 +53,7 @@ class SnapshotCorrupt(StateError):
         self.reason: CorruptReason = reason
 
 
-class SnapshotMismatch(StateError):
+class SnapshotMismatchError(StateError):
     """The snapshot is sound but was made for another model version, dtype or shape.
 
     Attributes:
@@ -65,5 +65,5 @@ class SnapshotMismatch(StateError):
         self.reason: MismatchReason = reason
 
 
-class StoreUnavailable(StateError):
+class StoreUnavailableError(StateError):
     """The backing service (Kafka) did not answer in time; retry later or recompute."""

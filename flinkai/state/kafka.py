@@ -47,7 +47,7 @@ from flinkai.state.base import (
 )
 from flinkai.state.cache import ByteLRUCache, MonotonicClock
 from flinkai.state.codec import CodecConfig, decode, encode
-from flinkai.state.errors import SnapshotCorrupt, SnapshotNotFound, StoreUnavailable
+from flinkai.state.errors import SnapshotCorruptError, SnapshotNotFoundError, StoreUnavailableError
 
 __all__ = [
     "RECORD_OVERHEAD_BYTES",
@@ -165,7 +165,7 @@ def parse_headers(headers: Iterable[tuple[str, bytes]]) -> tuple[SnapshotMeta, i
         The metadata, the chunk index and the chunk count.
 
     Raises:
-        SnapshotCorrupt: A header is missing or malformed (reason ``header``).
+        SnapshotCorruptError: A header is missing or malformed (reason ``header``).
     """
     try:
         h = {k: v.decode("utf-8") for k, v in headers}
@@ -181,9 +181,9 @@ def parse_headers(headers: Iterable[tuple[str, bytes]]) -> tuple[SnapshotMeta, i
         )
         chunk, chunks = int(h["chunk"]), int(h["chunks"])
     except (KeyError, ValueError, UnicodeDecodeError) as e:
-        raise SnapshotCorrupt("header", f"bad snapshot record headers: {e!r}") from e
+        raise SnapshotCorruptError("header", f"bad snapshot record headers: {e!r}") from e
     if not 0 <= chunk < chunks or any(n < 0 for n in shape) or meta.payload_bytes < 0:
-        raise SnapshotCorrupt("header", f"chunk {chunk}/{chunks}, shape {shape} out of range")
+        raise SnapshotCorruptError("header", f"chunk {chunk}/{chunks}, shape {shape} out of range")
     return meta, chunk, chunks
 
 
@@ -221,7 +221,7 @@ def _bounded(fn: Callable[[], _T], timeout_s: float, what: str) -> _T:
     thread.start()
     thread.join(timeout_s)
     if thread.is_alive():
-        raise StoreUnavailable(f"{what} did not finish within {timeout_s:g}s")
+        raise StoreUnavailableError(f"{what} did not finish within {timeout_s:g}s")
     if error:
         raise error[0]
     return result[0]
@@ -239,7 +239,7 @@ class KafkaSnapshotStore(SnapshotStore):
         monotonic: Clock for the cache TTL.
 
     Raises:
-        StoreUnavailable: The broker did not answer, or the topic cannot be read.
+        StoreUnavailableError: The broker did not answer, or the topic cannot be read.
     """
 
     def __init__(
@@ -283,7 +283,7 @@ class KafkaSnapshotStore(SnapshotStore):
         """See :meth:`SnapshotStore.put`; one Kafka transaction.
 
         Raises:
-            StoreUnavailable: The transaction did not commit; nothing of it is visible.
+            StoreUnavailableError: The transaction did not commit; nothing of it is visible.
         """
         with self._lock:
             self.sync()
@@ -327,7 +327,7 @@ class KafkaSnapshotStore(SnapshotStore):
         """See :meth:`SnapshotStore.delete`; tombstones every chunk in one transaction.
 
         Raises:
-            StoreUnavailable: The transaction did not commit; nothing was deleted.
+            StoreUnavailableError: The transaction did not commit; nothing was deleted.
         """
         with self._lock:
             self.sync()
@@ -352,7 +352,7 @@ class KafkaSnapshotStore(SnapshotStore):
         """Read the topic up to its last stable offset into the index.
 
         Raises:
-            StoreUnavailable: The broker did not answer within ``request_timeout_s``.
+            StoreUnavailableError: The broker did not answer within ``request_timeout_s``.
         """
         with self._lock:
             timeout_s = self.config.request_timeout_s
@@ -361,7 +361,7 @@ class KafkaSnapshotStore(SnapshotStore):
                 end = self._consumer.end_offsets(self._partitions)
                 while any(self._consumer.position(tp) < end[tp] for tp in self._partitions):
                     if time.monotonic() >= deadline:
-                        raise StoreUnavailable(
+                        raise StoreUnavailableError(
                             f"reading {self.config.topic!r} on {self.config.bootstrap} did not "
                             f"reach its end within {timeout_s:g}s"
                         )
@@ -369,7 +369,7 @@ class KafkaSnapshotStore(SnapshotStore):
                         for record in records:
                             self._apply(record)
             except kerrors.KafkaError as e:
-                raise StoreUnavailable(
+                raise StoreUnavailableError(
                     f"reading {self.config.topic!r} on {self.config.bootstrap} failed: {e}"
                 ) from e
 
@@ -389,7 +389,9 @@ class KafkaSnapshotStore(SnapshotStore):
             if entry is None:
                 entry = self._await_version(key, version)
             if entry is None:
-                raise SnapshotNotFound(f"no version {version} of {key} in {self.config.topic!r}")
+                raise SnapshotNotFoundError(
+                    f"no version {version} of {key} in {self.config.topic!r}"
+                )
             return entry.meta
 
     def _tensor(self, key: SnapshotKey, meta: SnapshotMeta) -> np.ndarray:
@@ -399,7 +401,7 @@ class KafkaSnapshotStore(SnapshotStore):
                 return cached
             entry = self._index.get(key, {}).get(meta.version)
             if entry is None:
-                raise SnapshotNotFound(f"version {meta.version} of {key} was deleted")
+                raise SnapshotNotFoundError(f"version {meta.version} of {key} was deleted")
             tensor = decode(self._fetch(key, entry), entry.meta)
             self._cache.put((key, meta.version), tensor, tensor.nbytes)
             return tensor
@@ -439,7 +441,7 @@ class KafkaSnapshotStore(SnapshotStore):
             return
         try:
             meta, index, chunks = parse_headers(record.headers or [])
-        except SnapshotCorrupt as e:
+        except SnapshotCorruptError as e:
             log.warning("skipping %s at offset %d: %s", key, record.offset, e)
             self.stats.rejected[e.reason] += 1
             return
@@ -482,17 +484,19 @@ class KafkaSnapshotStore(SnapshotStore):
             self._fetcher.seek(tp, min(wanted))
             while len(parts) < len(wanted) and self._fetcher.position(tp) <= last:
                 if time.monotonic() >= deadline:
-                    raise StoreUnavailable(f"fetching {key} did not finish within {timeout_s:g}s")
+                    raise StoreUnavailableError(
+                        f"fetching {key} did not finish within {timeout_s:g}s"
+                    )
                 for records in self._fetcher.poll(timeout_ms=200).values():
                     for r in records:
                         chunk = wanted.get(r.offset)
                         if chunk is not None and r.value is not None:
                             parts[chunk] = r.value
         except kerrors.KafkaError as e:
-            raise StoreUnavailable(f"fetching {key} from {self.config.topic!r}: {e}") from e
+            raise StoreUnavailableError(f"fetching {key} from {self.config.topic!r}: {e}") from e
         if len(parts) < len(wanted):
             # Compacted away after a tombstone the index has not read yet.
-            raise SnapshotNotFound(f"chunks of {key} version {entry.meta.version} are gone")
+            raise SnapshotNotFoundError(f"chunks of {key} version {entry.meta.version} are gone")
         payload = b"".join(parts[i] for i in range(entry.chunks))
         self.stats.fetched_bytes += len(payload)
         return payload
@@ -503,7 +507,7 @@ class KafkaSnapshotStore(SnapshotStore):
         """Write ``records`` to ``partition`` as one transaction; their offsets.
 
         On any failure the producer is dropped (a new one fences it on the next
-        write) and :class:`StoreUnavailable` is raised.
+        write) and :class:`StoreUnavailableError` is raised.
         """
         timeout_s = self.config.request_timeout_s
         producer = self._writer()
@@ -518,9 +522,9 @@ class KafkaSnapshotStore(SnapshotStore):
             producer.flush(timeout=timeout_s)
             offsets = [int(f.get(timeout=timeout_s).offset) for f in futures]
             _bounded(producer.commit_transaction, timeout_s, "commit")
-        except (kerrors.KafkaError, StoreUnavailable) as e:
+        except (kerrors.KafkaError, StoreUnavailableError) as e:
             self._drop_producer()
-            raise StoreUnavailable(
+            raise StoreUnavailableError(
                 f"writing to {self.config.topic!r} on {self.config.bootstrap} failed; the "
                 f"transaction is not committed: {type(e).__name__}: {e}"
             ) from e
@@ -546,8 +550,8 @@ class KafkaSnapshotStore(SnapshotStore):
                 batch_size=min(c.max_record_bytes, 1_048_576),
             )
             _bounded(producer.init_transactions, c.request_timeout_s, "init_transactions")
-        except (kerrors.KafkaError, StoreUnavailable) as e:
-            raise StoreUnavailable(
+        except (kerrors.KafkaError, StoreUnavailableError) as e:
+            raise StoreUnavailableError(
                 f"cannot start a transactional producer on {c.bootstrap}: {e}"
             ) from e
         self._producer = producer
@@ -576,7 +580,7 @@ class KafkaSnapshotStore(SnapshotStore):
                 max_partition_fetch_bytes=max(16 * 1024 * 1024, c.max_record_bytes),
             )
         except kerrors.KafkaError as e:
-            raise StoreUnavailable(f"cannot reach Kafka at {c.bootstrap}: {e}") from e
+            raise StoreUnavailableError(f"cannot reach Kafka at {c.bootstrap}: {e}") from e
 
     def _create_topic(self) -> None:
         c = self.config
@@ -590,7 +594,7 @@ class KafkaSnapshotStore(SnapshotStore):
                 c.bootstrap, [c.topic], c.partitions, configs=configs, timeout_s=c.request_timeout_s
             )
         except FlinkAIKafkaError as e:
-            raise StoreUnavailable(str(e)) from e
+            raise StoreUnavailableError(str(e)) from e
 
     def _topic_partitions(self) -> list[TopicPartition]:
         deadline = time.monotonic() + self.config.request_timeout_s
@@ -599,7 +603,7 @@ class KafkaSnapshotStore(SnapshotStore):
             if ids:
                 return [TopicPartition(self.config.topic, p) for p in sorted(ids)]
             if time.monotonic() >= deadline:
-                raise StoreUnavailable(
+                raise StoreUnavailableError(
                     f"topic {self.config.topic!r} not found on {self.config.bootstrap}"
                 )
             time.sleep(0.1)

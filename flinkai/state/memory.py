@@ -22,7 +22,7 @@ from flinkai.state.base import (
     wall_clock_ms,
 )
 from flinkai.state.codec import CodecConfig, decode, encode
-from flinkai.state.errors import SnapshotNotFound
+from flinkai.state.errors import SnapshotNotFoundError
 
 __all__ = ["InMemorySnapshotStore"]
 
@@ -93,7 +93,7 @@ class InMemorySnapshotStore(SnapshotStore):
         with self._lock:
             stored = self._data.get(key, {}).get(version)
         if stored is None:
-            raise SnapshotNotFound(f"no version {version} of {key}")
+            raise SnapshotNotFoundError(f"no version {version} of {key}")
         return stored
 
     def _meta(self, key: SnapshotKey, version: Version) -> SnapshotMeta:

@@ -15,7 +15,7 @@ import pytest
 
 from flinkai.backends import shared
 from flinkai.backends.base import EmbeddingBackend
-from flinkai.backends.errors import InvalidInput
+from flinkai.backends.errors import InvalidInputError
 from flinkai.backends.factory import create_embedding_backend
 from flinkai.backends.onnx import OnnxEmbeddingBackend
 from flinkai.config import Config, EmbeddingConfig, ModelConfig, OnnxConfig
@@ -167,7 +167,7 @@ def test_empty_batch(backend: OnnxEmbeddingBackend) -> None:
 
 
 def test_non_text_is_invalid_input(backend: OnnxEmbeddingBackend) -> None:
-    with pytest.raises(InvalidInput, match=r"batch\[1\]"):
+    with pytest.raises(InvalidInputError, match=r"batch\[1\]"):
         backend.infer_batch(["fine", None])  # type: ignore[list-item]
 
 

@@ -26,7 +26,7 @@ from flinkai.state import (
     KafkaSnapshotStore,
     KafkaStoreConfig,
     SnapshotKey,
-    StoreUnavailable,
+    StoreUnavailableError,
     Version,
     prefix_hash,
 )
@@ -250,7 +250,7 @@ def test_a_broker_killed_mid_write_leaves_no_torn_or_lost_snapshot(own_broker: L
     release.set()
     thread.join(60)
     assert not thread.is_alive()
-    assert len(failure) == 1 and isinstance(failure[0], StoreUnavailable), failure
+    assert len(failure) == 1 and isinstance(failure[0], StoreUnavailableError), failure
     writer.close()
     new_pid = _restart(own_broker)
     assert new_pid != old_pid

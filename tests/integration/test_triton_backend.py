@@ -19,11 +19,11 @@ import pytest
 
 from flinkai.backends.errors import (
     BackendError,
-    BackendTimeout,
-    BackendUnavailable,
-    CircuitOpen,
-    InvalidInput,
-    ModelNotFound,
+    BackendTimeoutError,
+    BackendUnavailableError,
+    CircuitOpenError,
+    InvalidInputError,
+    ModelNotFoundError,
 )
 from flinkai.backends.factory import create_embedding_backend
 from flinkai.backends.triton import TritonEmbeddingBackend
@@ -220,7 +220,7 @@ def test_concurrent_callers_share_one_backend(
 
 def test_empty_and_bad_input(backend: TritonEmbeddingBackend) -> None:
     assert backend.infer_batch([]).outputs.shape == (0, 384)
-    with pytest.raises(InvalidInput):
+    with pytest.raises(InvalidInputError):
         backend.infer_batch(["ok", None])  # type: ignore[list-item]
 
 
@@ -230,7 +230,7 @@ def test_empty_and_bad_input(backend: TritonEmbeddingBackend) -> None:
 def test_unknown_model_fails_load_fast(server: TritonServer) -> None:
     backend = TritonEmbeddingBackend(_config(server, model_name="no-such-model"))
     started = time.monotonic()
-    with pytest.raises(ModelNotFound, match="no-such-model"):
+    with pytest.raises(ModelNotFoundError, match="no-such-model"):
         backend.load()
     assert time.monotonic() - started < 5.0
     assert not backend.loaded
@@ -241,7 +241,7 @@ def test_unknown_model_version_is_not_retried(backend: TritonEmbeddingBackend) -
     # NOT_FOUND, which no retry can fix, and which says nothing bad about the server.
     backend.triton_config = replace(backend.triton_config, model_version="7")
     before = replace(backend.stats)
-    with pytest.raises(ModelNotFound, match="version 7") as info:
+    with pytest.raises(ModelNotFoundError, match="version 7") as info:
         backend.infer_batch(["one short text"])
     assert backend.stats.attempts == before.attempts + 1
     assert backend.stats.retries == before.retries
@@ -254,7 +254,7 @@ def test_too_short_deadline_raises_backend_timeout(
 ) -> None:
     backend.triton_config = replace(backend.triton_config, timeout_s=0.001)
     before = replace(backend.stats)
-    with pytest.raises(BackendTimeout, match="DEADLINE_EXCEEDED") as info:
+    with pytest.raises(BackendTimeoutError, match="DEADLINE_EXCEEDED") as info:
         backend.infer_batch(texts[:16])
     assert "DEADLINE_EXCEEDED" in str(info.value.__cause__)
     assert backend.stats.retries - before.retries == backend.triton_config.max_retries
@@ -310,7 +310,7 @@ def test_kill_mid_stream_then_fail_fast(
         # A killed PyTriton cannot unlink its shared memory; the launcher does.
         assert mapped and not [p for p in mapped if p.exists()]
         assert stream.wait_for(
-            lambda: sum(isinstance(o, CircuitOpen) for _, _, o in stream.outcomes) >= 3, 60
+            lambda: sum(isinstance(o, CircuitOpenError) for _, _, o in stream.outcomes) >= 3, 60
         ), f"breaker never opened: {stream.outcomes[-5:]}"
     finally:
         stream.stop.set()
@@ -321,12 +321,12 @@ def test_kill_mid_stream_then_fail_fast(
     # At most the call in flight at the kill may still have completed.
     assert sum(o == "ok" for _, _, o in after) <= 1
     for error in errors:
-        assert isinstance(error, BackendUnavailable), repr(error)  # CircuitOpen included
+        assert isinstance(error, BackendUnavailableError), repr(error)  # CircuitOpenError included
     first_error_at = min(e for _, e, o in after if o != "ok")
     assert first_error_at - killed_at < 15.0  # retries are bounded
     assert backend.stats.retries > 0
     # Once open, the breaker answers without touching the network.
-    fast = [e - s for s, e, o in after if isinstance(o, CircuitOpen)]
+    fast = [e - s for s, e, o in after if isinstance(o, CircuitOpenError)]
     assert max(fast) < 0.5
     assert backend.breaker.times_opened >= 1
 
@@ -336,7 +336,7 @@ def test_restart_on_same_port_and_recover_without_a_new_backend(
 ) -> None:
     port = server.options.grpc_port
     server.kill()
-    with pytest.raises(BackendUnavailable):
+    with pytest.raises(BackendUnavailableError):
         backend.infer_batch(texts[:8])
     server.start()
     assert server.options.grpc_port == port
@@ -347,7 +347,7 @@ def test_restart_on_same_port_and_recover_without_a_new_backend(
         try:
             out = backend.infer_batch(texts).outputs
             break
-        except BackendUnavailable as e:  # breaker still open or channel reconnecting
+        except BackendUnavailableError as e:  # breaker still open or channel reconnecting
             last = e
             time.sleep(0.2)
     assert out is not None, f"backend did not recover within 30 s: {last}"

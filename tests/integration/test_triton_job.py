@@ -173,7 +173,7 @@ def _inference_failures(dlq: list[Record], events: list[bytes]) -> list[dict[str
 
 
 def _error_type(dead: dict[str, object]) -> str:
-    """``BackendUnavailable`` from ``inference_failed: BackendUnavailable: ...``."""
+    """``BackendUnavailableError`` from ``inference_failed: BackendUnavailableError: ...``."""
     return str(dead["detail"]).split(":")[1].strip()
 
 
@@ -228,7 +228,9 @@ def test_triton_killed_mid_job_then_restarted(
     failed = _inference_failures(dlq, events)
     assert failed and len(failed) == len(dlq), Counter(d["reason"] for d in map(_value, dlq))
     types = Counter(map(_error_type, failed))
-    assert set(types) <= {"BackendUnavailable", "CircuitOpen", "BackendTimeout"}, types
+    assert set(types) <= {"BackendUnavailableError", "CircuitOpenError", "BackendTimeoutError"}, (
+        types
+    )
     # Then the outcome: the task never failed, embedding resumed, each input exactly once.
     assert restarts == 0, f"the job restarted {restarts} time(s): a backend error escaped"
     resumed = sorted(r.timestamp_ms / 1000 for r in out if r.timestamp_ms / 1000 > ready_at)
@@ -280,7 +282,7 @@ def test_triton_overloaded_sheds_to_the_dlq(
         (_error_type(d), next((v for k, v in named.items() if k in str(d["detail"])), "?"))
         for d in failed
     )
-    # Each detail quotes the server's own refusal or the deadline; a CircuitOpen one
+    # Each detail quotes the server's own refusal or the deadline; a CircuitOpenError one
     # quotes the failure that opened the breaker (often a sub-batch of the same call).
     assert all(cause != "?" for _, cause in causes), [d["detail"] for d in failed][:3]
     # Then the outcome: the task never failed, calm traffic embeds again, each input once.

@@ -9,11 +9,11 @@ import pytest
 
 from flinkai.backends.errors import (
     BackendError,
-    BackendTimeout,
-    BackendUnavailable,
-    CircuitOpen,
-    InvalidInput,
-    ModelNotFound,
+    BackendTimeoutError,
+    BackendUnavailableError,
+    CircuitOpenError,
+    InvalidInputError,
+    ModelNotFoundError,
 )
 from flinkai.backends.resilience import CircuitBreaker, Retrier, RetryPolicy
 from flinkai.config import TritonConfig
@@ -108,7 +108,7 @@ def test_policy_rejects_nonsense(kwargs: dict[str, float]) -> None:
 def test_retries_transport_errors_then_succeeds() -> None:
     clock = FakeClock()
     retrier, breaker = make(clock)
-    fn = Script(BackendUnavailable("down"), BackendTimeout("slow"), "ok")
+    fn = Script(BackendUnavailableError("down"), BackendTimeoutError("slow"), "ok")
     assert retrier.call(fn) == "ok"
     assert fn.calls == 3
     assert clock.sleeps == [0.1, 0.2]
@@ -118,9 +118,9 @@ def test_retries_transport_errors_then_succeeds() -> None:
 def test_gives_up_after_max_retries_with_the_last_error() -> None:
     clock = FakeClock()
     retrier, _ = make(clock, retries=2)
-    last = BackendTimeout("third")
-    fn = Script(BackendTimeout("first"), BackendUnavailable("second"), last)
-    with pytest.raises(BackendTimeout) as info:
+    last = BackendTimeoutError("third")
+    fn = Script(BackendTimeoutError("first"), BackendUnavailableError("second"), last)
+    with pytest.raises(BackendTimeoutError) as info:
         retrier.call(fn)
     assert info.value is last
     assert fn.calls == 3
@@ -128,7 +128,7 @@ def test_gives_up_after_max_retries_with_the_last_error() -> None:
 
 
 @pytest.mark.parametrize(
-    "error", [ModelNotFound("no model"), InvalidInput("bad"), ValueError("bug")]
+    "error", [ModelNotFoundError("no model"), InvalidInputError("bad"), ValueError("bug")]
 )
 def test_non_retryable_errors_raise_at_once(error: Exception) -> None:
     clock = FakeClock()
@@ -150,7 +150,7 @@ def test_on_retry_sees_attempt_error_and_delay() -> None:
         rand=lambda: 0.5,
         on_retry=lambda k, e, d: seen.append((k, str(e), d)),
     )
-    retrier.call(Script(BackendUnavailable("a"), BackendUnavailable("b"), 1))
+    retrier.call(Script(BackendUnavailableError("a"), BackendUnavailableError("b"), 1))
     assert [(k, e) for k, e, _ in seen] == [(0, "a"), (1, "b")]
     assert [d for _, _, d in seen] == pytest.approx([0.075, 0.15])
     assert clock.sleeps == pytest.approx([0.075, 0.15])
@@ -159,10 +159,10 @@ def test_on_retry_sees_attempt_error_and_delay() -> None:
 def test_async_flavour_follows_the_same_rules() -> None:
     clock = FakeClock()
     retrier, _ = make(clock, retries=1)
-    ok = Script(BackendUnavailable("down"), "ok")
+    ok = Script(BackendUnavailableError("down"), "ok")
     assert asyncio.run(retrier.acall(ok.coro)) == "ok"
-    failing = Script(BackendTimeout("1"), BackendTimeout("2"))
-    with pytest.raises(BackendTimeout):
+    failing = Script(BackendTimeoutError("1"), BackendTimeoutError("2"))
+    with pytest.raises(BackendTimeoutError):
         asyncio.run(retrier.acall(failing.coro))
     assert failing.calls == 2
     assert clock.sleeps == [0.1, 0.1]
@@ -175,46 +175,46 @@ def test_breaker_opens_after_threshold_consecutive_failures() -> None:
     clock = FakeClock()
     retrier, breaker = make(clock, retries=0, threshold=3)
     for _ in range(2):
-        with pytest.raises(BackendUnavailable):
-            retrier.call(Script(BackendUnavailable("down")))
+        with pytest.raises(BackendUnavailableError):
+            retrier.call(Script(BackendUnavailableError("down")))
     assert breaker.state == "closed"
-    with pytest.raises(BackendUnavailable):
-        retrier.call(Script(BackendUnavailable("down")))
+    with pytest.raises(BackendUnavailableError):
+        retrier.call(Script(BackendUnavailableError("down")))
     assert breaker.state == "open" and breaker.times_opened == 1
 
     never = Script("unreachable")
-    with pytest.raises(CircuitOpen) as info:
+    with pytest.raises(CircuitOpenError) as info:
         retrier.call(never)
     assert never.calls == 0
-    assert isinstance(info.value.__cause__, BackendUnavailable)  # chained to the last failure
+    assert isinstance(info.value.__cause__, BackendUnavailableError)  # chained to the last failure
 
 
 def test_success_resets_the_consecutive_count() -> None:
     clock = FakeClock()
     retrier, breaker = make(clock, retries=0, threshold=2)
-    with pytest.raises(BackendTimeout):
-        retrier.call(Script(BackendTimeout("slow")))
+    with pytest.raises(BackendTimeoutError):
+        retrier.call(Script(BackendTimeoutError("slow")))
     retrier.call(Script("ok"))
-    with pytest.raises(BackendTimeout):
-        retrier.call(Script(BackendTimeout("slow")))
+    with pytest.raises(BackendTimeoutError):
+        retrier.call(Script(BackendTimeoutError("slow")))
     assert breaker.state == "closed"
 
 
 def test_server_answers_do_not_count_as_failures() -> None:
     clock = FakeClock()
     retrier, breaker = make(clock, retries=0, threshold=2)
-    with pytest.raises(BackendTimeout):
-        retrier.call(Script(BackendTimeout("slow")))
-    with pytest.raises(ModelNotFound):
-        retrier.call(Script(ModelNotFound("nope")))
+    with pytest.raises(BackendTimeoutError):
+        retrier.call(Script(BackendTimeoutError("slow")))
+    with pytest.raises(ModelNotFoundError):
+        retrier.call(Script(ModelNotFoundError("nope")))
     assert breaker.consecutive_failures == 0
 
 
 def test_retries_stop_when_the_breaker_opens_mid_call() -> None:
     clock = FakeClock()
     retrier, breaker = make(clock, retries=10, threshold=3)
-    fn = Script(*[BackendUnavailable(f"down {i}") for i in range(10)])
-    with pytest.raises(CircuitOpen):
+    fn = Script(*[BackendUnavailableError(f"down {i}") for i in range(10)])
+    with pytest.raises(CircuitOpenError):
         retrier.call(fn)
     assert fn.calls == 3
     assert breaker.state == "open"
@@ -223,16 +223,16 @@ def test_retries_stop_when_the_breaker_opens_mid_call() -> None:
 def test_half_open_lets_one_trial_through_and_closes_on_success() -> None:
     clock = FakeClock()
     retrier, breaker = make(clock, retries=0, threshold=1, reset_s=5.0)
-    with pytest.raises(BackendUnavailable):
-        retrier.call(Script(BackendUnavailable("down")))
+    with pytest.raises(BackendUnavailableError):
+        retrier.call(Script(BackendUnavailableError("down")))
     clock.now += 4.9
-    with pytest.raises(CircuitOpen, match=r"next trial in 0\.1s"):
+    with pytest.raises(CircuitOpenError, match=r"next trial in 0\.1s"):
         retrier.call(Script("early"))
     clock.now += 0.1
     assert breaker.state == "half_open"
 
     breaker.before_call()  # the trial is admitted ...
-    with pytest.raises(CircuitOpen):
+    with pytest.raises(CircuitOpenError):
         breaker.before_call()  # ... and holds the only slot
     breaker.record_success()
     assert breaker.state == "closed"
@@ -242,11 +242,11 @@ def test_half_open_lets_one_trial_through_and_closes_on_success() -> None:
 def test_failed_trial_reopens_for_a_full_reset_period() -> None:
     clock = FakeClock()
     retrier, breaker = make(clock, retries=0, threshold=1, reset_s=5.0)
-    with pytest.raises(BackendUnavailable):
-        retrier.call(Script(BackendUnavailable("down")))
+    with pytest.raises(BackendUnavailableError):
+        retrier.call(Script(BackendUnavailableError("down")))
     clock.now += 5.0
-    with pytest.raises(BackendTimeout):
-        retrier.call(Script(BackendTimeout("still down")))
+    with pytest.raises(BackendTimeoutError):
+        retrier.call(Script(BackendTimeoutError("still down")))
     assert breaker.state == "open" and breaker.times_opened == 2
     clock.now += 4.0
     assert breaker.state == "open"
@@ -257,8 +257,8 @@ def test_failed_trial_reopens_for_a_full_reset_period() -> None:
 def test_cancelled_trial_gives_its_slot_back() -> None:
     clock = FakeClock()
     retrier, breaker = make(clock, retries=0, threshold=1, reset_s=1.0)
-    with pytest.raises(BackendUnavailable):
-        retrier.call(Script(BackendUnavailable("down")))
+    with pytest.raises(BackendUnavailableError):
+        retrier.call(Script(BackendUnavailableError("down")))
     clock.now += 1.0
 
     async def cancelled() -> object:
@@ -279,7 +279,7 @@ def test_breaker_from_triton_config_and_validation() -> None:
 
 
 def test_backend_errors_share_the_root() -> None:
-    # CircuitOpen is a BackendUnavailable, so callers that fail over on "unavailable"
+    # CircuitOpenError is a BackendUnavailableError, so callers that fail over on "unavailable"
     # also handle an open breaker; the retrier itself must not retry it.
-    assert issubclass(CircuitOpen, BackendUnavailable)
-    assert issubclass(BackendUnavailable, BackendError)
+    assert issubclass(CircuitOpenError, BackendUnavailableError)
+    assert issubclass(BackendUnavailableError, BackendError)

@@ -21,13 +21,13 @@ from flinkai.state import (
     KafkaSnapshotStore,
     KafkaStoreConfig,
     SnapshotKey,
-    SnapshotNotFound,
+    SnapshotNotFoundError,
     SnapshotStore,
     Version,
     prefix_hash,
 )
 from flinkai.state.codec import encode
-from flinkai.state.errors import CORRUPT_REASONS, SnapshotCorrupt, SnapshotMismatch
+from flinkai.state.errors import CORRUPT_REASONS, SnapshotCorruptError, SnapshotMismatchError
 from flinkai.state.kafka import record_headers, record_key
 from flinkai.state.memory import _Stored
 from flinkai.testing import unique_topic
@@ -197,7 +197,7 @@ def test_get_serves_the_newest_and_get_version_any_kept_one(make: Callable[..., 
     assert got is not None and got.version == versions[-1]
     for v, t in zip(versions, tensors, strict=True):
         np.testing.assert_array_equal(h.store.get_version(KEY, v).tensor, t)
-    with pytest.raises(SnapshotNotFound):
+    with pytest.raises(SnapshotNotFoundError):
         h.store.get_version(KEY, Version(1, 0))
 
 
@@ -208,7 +208,7 @@ def test_only_the_newest_versions_are_kept(make: Callable[..., Harness]) -> None
         h.clock.ms += 10
         versions.append(h.store.put(KEY, kv(50), model_version="r1"))
     assert h.store.versions(KEY) == versions[-2:]
-    with pytest.raises(SnapshotNotFound):
+    with pytest.raises(SnapshotNotFoundError):
         h.store.get_version(KEY, versions[0])
 
 
@@ -247,7 +247,7 @@ def test_a_mismatched_snapshot_is_refused_with_its_reason_and_an_older_match_ser
     # Checked in order model version, dtype, shape: the r2 version fails on the first.
     assert h.store.stats.rejected == {"model_version": 2, "dtype": 1, "shape": 2}
     assert h.store.stats.misses == 2
-    with pytest.raises(SnapshotMismatch) as info:
+    with pytest.raises(SnapshotMismatchError) as info:
         h.store.get_version(KEY, v_old, dtype="float32")
     assert info.value.reason == "dtype"
 
@@ -270,7 +270,7 @@ def test_a_flipped_byte_is_refused_with_its_reason_and_the_older_version_served(
     assert sum(reasons.values()) == 1 and set(reasons) <= set(CORRUPT_REASONS)
     if codec.codec == "none":
         assert reasons == {"checksum": 1}
-    with pytest.raises(SnapshotCorrupt):
+    with pytest.raises(SnapshotCorruptError):
         h.store.get_version(KEY, v_bad)
 
 

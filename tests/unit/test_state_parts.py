@@ -9,7 +9,7 @@ import zstandard
 from flinkai.state import ByteLRUCache, CodecConfig, SnapshotKey, Version, next_version
 from flinkai.state.base import prefix_hash
 from flinkai.state.codec import decode, encode
-from flinkai.state.errors import SnapshotCorrupt
+from flinkai.state.errors import SnapshotCorruptError
 from flinkai.state.kafka import KafkaStoreConfig, parse_headers, record_headers, record_key
 
 RNG = np.random.default_rng(7)
@@ -129,7 +129,7 @@ def test_a_flipped_byte_fails_the_checksum() -> None:
     meta, payload = encode(tensor, CodecConfig(codec="none"), version=Version(1), model_version="m")
     broken = bytearray(payload)
     broken[100] ^= 0x01
-    with pytest.raises(SnapshotCorrupt) as info:
+    with pytest.raises(SnapshotCorruptError) as info:
         decode(bytes(broken), meta)
     assert info.value.reason == "checksum"
 
@@ -139,7 +139,7 @@ def test_a_flipped_byte_in_a_zstd_payload_is_rejected() -> None:
     meta, payload = encode(tensor, CodecConfig(), version=Version(1), model_version="m")
     broken = bytearray(payload)
     broken[len(broken) // 2] ^= 0x40
-    with pytest.raises(SnapshotCorrupt) as info:
+    with pytest.raises(SnapshotCorruptError) as info:
         decode(bytes(broken), meta)
     assert info.value.reason in ("checksum", "decode")
 
@@ -149,7 +149,7 @@ def test_a_zstd_frame_declaring_another_size_is_rejected_before_decompression() 
     meta, _ = encode(tensor, CodecConfig(), version=Version(1), model_version="m")
     other = zstandard.ZstdCompressor().compress(b"\0" * (meta.raw_bytes * 1000))
     forged = type(meta)(**{**meta.__dict__, "payload_bytes": len(other)})
-    with pytest.raises(SnapshotCorrupt) as info:
+    with pytest.raises(SnapshotCorruptError) as info:
         decode(other, forged)
     assert info.value.reason == "size"
 
@@ -157,11 +157,11 @@ def test_a_zstd_frame_declaring_another_size_is_rejected_before_decompression() 
 def test_a_truncated_payload_or_unknown_compression_is_rejected() -> None:
     tensor = np.ones((8, 8), dtype=np.float32)
     meta, payload = encode(tensor, CodecConfig(), version=Version(1), model_version="m")
-    with pytest.raises(SnapshotCorrupt) as info:
+    with pytest.raises(SnapshotCorruptError) as info:
         decode(payload[:-1], meta)
     assert info.value.reason == "size"
     odd = type(meta)(**{**meta.__dict__, "compression": "lzma"})
-    with pytest.raises(SnapshotCorrupt) as info:
+    with pytest.raises(SnapshotCorruptError) as info:
         decode(payload, odd)
     assert info.value.reason == "header"
 
@@ -199,7 +199,7 @@ def test_record_headers_round_trip() -> None:
 def test_bad_record_headers_are_corrupt(change: object) -> None:
     meta, _ = encode(np.ones(4), CodecConfig(), version=Version(1), model_version="m")
     headers = change(record_headers(meta, 0, 2))  # type: ignore[operator]
-    with pytest.raises(SnapshotCorrupt) as info:
+    with pytest.raises(SnapshotCorruptError) as info:
         parse_headers(headers)
     assert info.value.reason == "header"
 
