@@ -3,6 +3,11 @@
 * :mod:`flinkai.anomaly.nab`: the Numenta Anomaly Benchmark scorer (windows, scaled
   sigmoid, application profiles, threshold optimisation, normalisation) and a loader
   for NAB-layout folders.
+* :mod:`flinkai.anomaly.detector`: forecast-error detection for one key, its state as
+  plain data; the model step runs in ONNX Runtime (:mod:`flinkai.anomaly.step`),
+  trained offline with torch (:mod:`flinkai.anomaly.train`).
+* :mod:`flinkai.anomaly.baselines`: Beam-definition statistical detectors and river's
+  HalfSpaceTrees, for the benchmark.
 """
 
 from flinkai.anomaly.errors import AnomalyError, NabDataError
