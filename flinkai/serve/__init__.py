@@ -9,7 +9,6 @@ from flinkai.serve.triton_server import (
     TritonServer,
     TritonServerOptions,
     ensure_server_venv,
-    find_free_port,
     server_venv_dir,
     stop_detached,
 )
@@ -19,7 +18,6 @@ __all__ = [
     "TritonServer",
     "TritonServerOptions",
     "ensure_server_venv",
-    "find_free_port",
     "server_venv_dir",
     "stop_detached",
 ]

@@ -21,7 +21,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,13 @@ from typing import Any
 
 from flinkai.config import ModelConfig
 from flinkai.errors import ConfigError, SetupError, require
+from flinkai.local.process import port_in_use, signal_group, spawn
 from flinkai.paths import cache_root
+
+
+def _free_on(host: str, port: int) -> bool:
+    return not port_in_use(port, host)
+
 
 __all__ = [
     "PYTRITON_VERSION",
@@ -42,7 +47,6 @@ __all__ = [
     "TritonServer",
     "TritonServerOptions",
     "ensure_server_venv",
-    "find_free_port",
     "is_server_process",
     "read_pid_file",
     "server_venv_dir",
@@ -245,13 +249,6 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def find_free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (for tests; racy by nature)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 def workspace_dir(run_dir: Path, model_name: str, grpc_port: int) -> Path:
     """PyTriton's workspace: ``run_dir/workspace``, or a short folder in the temp dir.
 
@@ -266,17 +263,6 @@ def workspace_dir(run_dir: Path, model_name: str, grpc_port: int) -> Path:
     if len(os.fsencode(longest)) <= _MAX_SOCKET_PATH:
         return workspace
     return Path(tempfile.gettempdir()) / f"flinkai-triton-{grpc_port}"
-
-
-def _port_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        # Same option gRPC and Triton use, so a port in TIME_WAIT after a kill counts as free.
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-        return True
 
 
 @dataclass(frozen=True)
@@ -380,7 +366,7 @@ class TritonServer:
         progress: Receives progress lines (venv build, start-up); default: the logger.
 
     Example:
-        >>> opts = TritonServerOptions(grpc_port=find_free_port())  # doctest: +SKIP
+        >>> opts = TritonServerOptions(grpc_port=free_port())  # doctest: +SKIP
         >>> with TritonServer(opts) as server:  # doctest: +SKIP
         ...     print(server.grpc_url)
     """
@@ -460,7 +446,7 @@ class TritonServer:
             ("http", opts.http_port),
             ("metrics", opts.metrics_port),
         ):
-            if not _port_free(opts.address, port):
+            if not _free_on(opts.address, port):
                 raise SetupError(
                     f"{what} port {opts.address}:{port} is in use; pick another one "
                     f"(--port / --http-port / --metrics-port) or stop what listens there"
@@ -491,18 +477,9 @@ class TritonServer:
         with self.log_path.open("ab") as logf:
             self._log_offset = logf.tell()
             logf.write(f"\n==== flinkai: starting {' '.join(cmd)}\n".encode())
-            logf.flush()
-            started = time.perf_counter()
-            self._proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=run_dir,
-                # Own process group: stop/kill reach tritonserver and the backend stubs.
-                start_new_session=True,
-            )
+        started = time.perf_counter()
+        # Own process group: stop/kill reach tritonserver and the backend stubs.
+        self._proc = spawn(cmd, self.log_path, cwd=run_dir, env=env)
         self._write_pid_file()
         self._say(
             f"started Triton (pid {self._proc.pid}) for {manifest.name}@{manifest.version} "
@@ -606,7 +583,7 @@ class TritonServer:
                 )
         # Also after a graceful exit: a stray tritonserver or stub must not keep the ports.
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+            signal_group(pid, signal.SIGKILL)
         proc.wait()
         self._proc = None
         _remove_shm_segments(pid, segments)
@@ -691,7 +668,7 @@ def stop_detached(run_dir: Path, *, timeout_s: float = 30.0) -> ServerInfo | Non
     while time.monotonic() < deadline and is_server_process(info.pid):
         time.sleep(0.2)
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(info.pid, signal.SIGKILL)
+        signal_group(info.pid, signal.SIGKILL)
     _remove_shm_segments(info.pid, segments)
     with contextlib.suppress(FileNotFoundError):
         pid_path.unlink()

@@ -30,6 +30,7 @@ from flinkai.backends.triton import TritonEmbeddingBackend
 from flinkai.config import Config, EmbeddingConfig, ModelConfig, TritonConfig
 from flinkai.datasets import load_ag_news
 from flinkai.errors import MissingDependencyError, SetupError
+from flinkai.local.process import free_port
 from flinkai.models.artifacts import ModelArtifacts, load_artifacts
 from flinkai.models.errors import ArtifactError
 from flinkai.serve.triton_server import (
@@ -37,7 +38,6 @@ from flinkai.serve.triton_server import (
     TritonServerOptions,
     _group_shm_segments,
     ensure_server_venv,
-    find_free_port,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -87,9 +87,9 @@ def server(
     artifacts: ModelArtifacts, server_venv: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[TritonServer]:
     options = TritonServerOptions(
-        grpc_port=find_free_port(),
-        http_port=find_free_port(),
-        metrics_port=find_free_port(),
+        grpc_port=free_port(),
+        http_port=free_port(),
+        metrics_port=free_port(),
         threads=2,
         start_timeout_s=120.0,
         stop_timeout_s=15.0,
@@ -382,9 +382,9 @@ def test_failed_start_reports_the_log_tail(
     options = replace(
         server.options,
         model=ModelConfig(dir=str(broken)),
-        grpc_port=find_free_port(),
-        http_port=find_free_port(),
-        metrics_port=find_free_port(),
+        grpc_port=free_port(),
+        http_port=free_port(),
+        metrics_port=free_port(),
         run_dir=tmp_path / "run",
     )
     failing = TritonServer(options, progress=lambda _: None)

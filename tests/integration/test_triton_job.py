@@ -29,12 +29,12 @@ import pytest
 from flinkai.config import load_config
 from flinkai.kafka.admin import Record, produce, read_to_end_offsets
 from flinkai.kafka.broker import LocalKafka
+from flinkai.local.process import free_port
 from flinkai.runtime.cluster import FlinkRest
 from flinkai.serve.triton_server import (
     TritonServer,
     TritonServerOptions,
     ensure_server_venv,
-    find_free_port,
 )
 from flinkai.testing import compare_ids, result_id
 
@@ -67,9 +67,9 @@ def server_venv() -> Path:
 @contextmanager
 def _triton(run_dir: Path, venv: Path, *, max_queue_size: int = 0) -> Iterator[TritonServer]:
     options = TritonServerOptions(
-        grpc_port=find_free_port(),
-        http_port=find_free_port(),
-        metrics_port=find_free_port(),
+        grpc_port=free_port(),
+        http_port=free_port(),
+        metrics_port=free_port(),
         threads=1,  # two cores are shared with Flink, Kafka and the UDF worker
         max_queue_size=max_queue_size,
         start_timeout_s=120.0,

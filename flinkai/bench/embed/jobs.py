@@ -421,11 +421,12 @@ def triton_server(
     start-up seconds). The server is stopped by its own pid (process group) on
     exit, whatever happens.
     """
-    from flinkai.serve.triton_server import TritonServer, TritonServerOptions, find_free_port
+    from flinkai.local.process import free_port
+    from flinkai.serve.triton_server import TritonServer, TritonServerOptions
 
     ports: list[int] = []
     while len(ports) < 3:
-        port = find_free_port()
+        port = free_port()
         if port not in ports:
             ports.append(port)
     with contextlib.ExitStack() as stack:
