@@ -14,19 +14,21 @@ from typing import Any
 
 import numpy as np
 
+from flinkai.bench.embed.gpu import plan_gpu_rows
 from flinkai.bench.embed.harness import run_variant
 from flinkai.bench.embed.results import JobSettings, VariantResult, fmt, print_table
 from flinkai.bench.embed.stats import (
     half_rate,
 )
 from flinkai.bench.embed.variants import repo
+from flinkai.bench.shared.devices import SystemProbe
 
 __all__ = ["ALL_VARIANTS", "register"]
 
 #: Flink options of the latency runs, on top of the job settings and the bundle time.
 LATENCY_FLINK_CONF: tuple[str, ...] = ()
 
-ALL_VARIANTS = ("raw", "job", "triton", "latency", "naive", "beam")
+ALL_VARIANTS = ("raw", "gpu", "job", "triton", "latency", "naive", "beam")
 
 
 class _Steps:
@@ -53,12 +55,6 @@ class _Steps:
         result = VariantResult(name, note=f"n/a ({reason})")
         self.rows.append(result)
         return result
-
-
-def _gpu_available() -> bool:
-    import onnxruntime as ort
-
-    return "CUDAExecutionProvider" in ort.get_available_providers()
 
 
 def _job_row_name(settings: JobSettings, backend: str = "ORT") -> str:
@@ -191,9 +187,19 @@ def _bench(args: argparse.Namespace) -> int:
         )
     if "beam" in variants:
         beam = step("beam", args.slow_limit, name="Apache Beam RunInference", batch_size=64)
-    if not _gpu_available():
-        for label in ("ORT CUDA fp32", "ORT CUDA fp16"):
-            step.na(label, "no GPU")
+    if "gpu" in variants:
+        for row, reason in plan_gpu_rows(SystemProbe().report()):
+            if reason:
+                step.na(row.label, reason)
+            else:
+                step(
+                    "raw_ort_gpu",
+                    args.limit,
+                    name=row.label,
+                    provider=row.provider,
+                    variant=row.variant,
+                    batch_size=max(args.batch_sizes),
+                )
     rows = step.rows
     print()
     print_table(rows)

@@ -11,6 +11,7 @@ import tempfile
 from dataclasses import asdict
 from typing import Any
 
+from flinkai.bench.embed.gpu import GPU_VARIANTS
 from flinkai.bench.embed.results import VariantResult
 from flinkai.bench.embed.variants import VARIANTS, _texts
 from flinkai.bench.shared.rss import RssSampler
@@ -74,6 +75,6 @@ def child(payload: str) -> None:
     texts = _texts(spec["limit"])
     with RssSampler() as rss:
         _SAMPLER = rss
-        result = VARIANTS[spec["kind"]](texts, spec["args"])
+        result = {**VARIANTS, **GPU_VARIANTS}[spec["kind"]](texts, spec["args"])
     result.peak_rss_mb = rss.peak_mb
     print(json.dumps(asdict(result)), flush=True)
