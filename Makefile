@@ -33,8 +33,8 @@ model: install  ## Export all-MiniLM-L6-v2 to ONNX (torch is used only here)
 	$(BIN)/flinkai model export
 
 lint:
-	$(BIN)/ruff check flinkai udfs tests benchmarks
-	$(BIN)/ruff format --check flinkai udfs tests benchmarks
+	$(BIN)/ruff check flinkai tests benchmarks
+	$(BIN)/ruff format --check flinkai tests benchmarks
 
 typecheck:
 	$(BIN)/mypy

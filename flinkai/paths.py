@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cache_root", "jars_dir", "models_dir", "package_dir", "repo_root"]
+__all__ = ["bundled_udf_dir", "cache_root", "jars_dir", "models_dir", "package_dir", "repo_root"]
 
 
 def cache_root() -> Path:
@@ -33,7 +33,12 @@ def package_dir() -> Path:
     return Path(__file__).resolve().parent
 
 
+def bundled_udf_dir() -> Path:
+    """The UDF modules that ship in the package (``flinkai/udfs``), shipped to workers as a folder."""
+    return package_dir() / "udfs"
+
+
 def repo_root() -> Path | None:
-    """The source checkout root when running from one (has ``jobs/`` and ``udfs/``)."""
+    """The source checkout root when running from one (has ``jobs/`` and ``pyproject.toml``)."""
     root = package_dir().parent
-    return root if (root / "jobs").is_dir() and (root / "udfs").is_dir() else None
+    return root if (root / "jobs").is_dir() and (root / "pyproject.toml").is_file() else None

@@ -338,7 +338,7 @@ def _script() -> Path:
 
     root = repo_root()
     if root is None:
-        raise SetupError("the recovery bench needs a source checkout (jobs/ and udfs/)")
+        raise SetupError("the recovery bench needs a source checkout (jobs/)")
     return root / "jobs" / "embed_clicks.sql"
 
 

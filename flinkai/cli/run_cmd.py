@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="append",
         type=Path,
         default=[],
-        help="folder with UDF modules (default: udfs/ beside jobs/)",
+        help="folder with UDF modules (default: udfs/ beside jobs/, else the bundled ones)",
     )
     p.add_argument("--detach", action="store_true", help="submit and return without waiting")
     p.add_argument(

@@ -89,14 +89,17 @@ class RunResult:
 
 
 def default_udf_dirs(script_path: Path) -> tuple[Path, ...]:
-    """``udfs/`` next to the script's ``jobs/`` folder, else the checkout's."""
-    from flinkai.paths import repo_root
+    """``udfs/`` next to the script's ``jobs/`` folder if there is one, else the bundled UDFs.
 
-    candidates = [script_path.resolve().parent.parent / "udfs"]
-    root = repo_root()
-    if root is not None:
-        candidates.append(root / "udfs")
-    return tuple(dict.fromkeys(p for p in candidates if p.is_dir()))
+    The bundled folder (:mod:`flinkai.udfs`) ships in the wheel, so an installed
+    flinkai runs ``jobs/*.sql`` from any folder. A user's own ``udfs/`` replaces it
+    rather than joining it: Flink ships each folder under its name, and two folders
+    named ``udfs`` would collide (pass ``--udfs`` to add a folder of another name).
+    """
+    from flinkai.paths import bundled_udf_dir
+
+    beside = script_path.resolve().parent.parent / "udfs"
+    return (beside,) if beside.is_dir() else (bundled_udf_dir(),)
 
 
 def _transactional_id_prefix(path: Path, config: Config, variables: Mapping[str, str]) -> str:
@@ -206,7 +209,7 @@ def _operator_factory(
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        searched = ", ".join(str(d) for d in dirs) or "(no udfs/ folder found)"
+        searched = ", ".join(str(d) for d in dirs) or "(no UDF folder)"
         raise ScriptError(
             f"{script.where(stmt)}: operator {spec.target!r}: cannot import module "
             f"{module_name!r} (searched {searched} and installed packages): {e}"
@@ -245,7 +248,7 @@ def _check_udf(
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        searched = ", ".join(str(d) for d in dirs) or "(no udfs/ folder found)"
+        searched = ", ".join(str(d) for d in dirs) or "(no UDF folder)"
         raise ScriptError(
             f"{script.where(stmt)}: function {name}: cannot import module {module_name!r} "
             f"(searched {searched}): {e}"

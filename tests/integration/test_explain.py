@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from flinkai.config import load_config
+from flinkai.paths import bundled_udf_dir
 from flinkai.runtime.plan import python_operators
 from flinkai.runtime.runner import RunOptions, run_script
 
@@ -28,7 +29,7 @@ def explain(job: str) -> str:
     result = run_script(
         REPO / "jobs" / job,
         load_config(env={}),
-        RunOptions(variables=VARS, udf_dirs=(REPO / "udfs",), explain=True),
+        RunOptions(variables=VARS, udf_dirs=(bundled_udf_dir(),), explain=True),
     )
     assert result.status == "EXPLAINED"
     assert result.job_id is None
@@ -62,7 +63,7 @@ def test_the_field_form_splits_into_two_operators(tmp_path: Path) -> None:
     result = run_script(
         script,
         load_config(env={}),
-        RunOptions(variables=VARS, udf_dirs=(REPO / "udfs",), explain=True),
+        RunOptions(variables=VARS, udf_dirs=(bundled_udf_dir(),), explain=True),
     )
     operators = python_operators(result.plan or "")
     assert len(operators) == 2, operators

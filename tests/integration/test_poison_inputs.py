@@ -23,6 +23,7 @@ from flinkai.config import Config, load_config
 from flinkai.kafka.admin import consume_all, create_topics, produce
 from flinkai.kafka.broker import LocalKafka
 from flinkai.models.artifacts import ModelArtifacts
+from flinkai.paths import bundled_udf_dir
 from flinkai.runtime.errors import JobFailedError
 from flinkai.runtime.runner import RunOptions, run_script
 from tests.unit.test_predict import N_FEATURES, build_logistic_regression
@@ -222,7 +223,7 @@ def test_unexpected_exception_is_dead_lettered_as_internal_error(
         load_config(env={}),
         bootstrap,
         topics,
-        udf_dirs=(REPO / "udfs", _boom_dir(tmp_path)),
+        udf_dirs=(bundled_udf_dir(), _boom_dir(tmp_path)),
     )
 
     out = _read(bootstrap, topics["EMBEDDINGS_TOPIC"])
@@ -253,6 +254,6 @@ def test_fail_policy_fails_the_job_instead(
             config,
             bootstrap,
             topics,
-            udf_dirs=(REPO / "udfs", _boom_dir(tmp_path)),
+            udf_dirs=(bundled_udf_dir(), _boom_dir(tmp_path)),
         )
     assert consume_all(bootstrap, topics["DLQ_TOPIC"], timeout_s=10) == []

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from flinkai.config import load_config
+from flinkai.paths import bundled_udf_dir
 from flinkai.runtime.errors import ScriptError
 from flinkai.runtime.runner import RunOptions, run_script
 
@@ -20,7 +21,9 @@ SINK = "CREATE TEMPORARY TABLE o (x STRING) WITH ('connector' = 'blackhole');\n"
 def run(tmp_path: Path, sql: str) -> None:
     script = tmp_path / "job.sql"
     script.write_text(sql)
-    run_script(script, load_config(env={}), RunOptions(udf_dirs=(REPO / "udfs",), timeout_s=120))
+    run_script(
+        script, load_config(env={}), RunOptions(udf_dirs=(bundled_udf_dir(),), timeout_s=120)
+    )
 
 
 def expect(tmp_path: Path, sql: str, *fragments: str) -> str:
@@ -108,9 +111,11 @@ def test_udf_folders_with_one_name_fail_before_flink_starts(tmp_path: Path) -> N
     other.mkdir(parents=True)
     script = tmp_path / "job.sql"
     script.write_text(DATAGEN + SINK + "INSERT INTO o SELECT x FROM t;\n")
-    dirs = (REPO / "udfs", other)
+    dirs = (bundled_udf_dir(), other)
     with pytest.raises(ScriptError, match="have the same name 'udfs'") as err:
         run_script(script, load_config(env={}), RunOptions(udf_dirs=dirs, timeout_s=120))
     assert str(other) in str(err.value)
     # the same folder twice is harmless
-    run_script(script, load_config(env={}), RunOptions(udf_dirs=(REPO / "udfs", REPO / "udfs")))
+    run_script(
+        script, load_config(env={}), RunOptions(udf_dirs=(bundled_udf_dir(), bundled_udf_dir()))
+    )

@@ -86,6 +86,12 @@ def test_package_imports_only_downwards(package: str) -> None:
     assert not bad, f"flinkai.{package} imports {sorted(bad)}"
 
 
+def test_nothing_imports_the_udf_modules() -> None:
+    # flinkai/udfs is the top: Flink loads it by module name, no flinkai code imports it
+    importers = sorted(p for p, deps in package_graph().items() if "udfs" in deps)
+    assert not importers, f"{importers} import flinkai.udfs"
+
+
 def test_the_checks_catch_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
     # the checker itself: a two-package cycle and a config that imports upward
     for name, body in {

@@ -323,5 +323,5 @@ def test_dockerignore_keeps_generated_artifacts_out() -> None:
     for pattern in ("**/*.jar", "**/*.onnx", "**/*.safetensors"):
         assert pattern in lines
     assert not any(line.startswith("!.venv") for line in lines)
-    for needed in ("!pyproject.toml", "!constraints.txt", "!flinkai/", "!udfs/", "!jobs/"):
+    for needed in ("!pyproject.toml", "!constraints.txt", "!flinkai/", "!jobs/"):
         assert needed in lines

@@ -25,7 +25,7 @@ from flinkai.functions.events import ClickEvent, Invalid, Reason, parse_click
 from flinkai.functions.feature_events import FeatureEvent, parse_feature_event
 from flinkai.runtime.errors import ScriptError
 from flinkai.runtime.script import Kind, parse_operator, parse_script, parse_set, substitute
-from udfs import text_events
+from flinkai.udfs import text_events
 
 LIMIT = 256
 EXAMPLES = 2000

@@ -22,6 +22,7 @@ from flinkai.bench.embed.stats import (
 )
 from flinkai.bench.embed.variants import repo
 from flinkai.bench.shared.devices import SystemProbe
+from flinkai.paths import bundled_udf_dir
 
 __all__ = ["ALL_VARIANTS", "register"]
 
@@ -183,7 +184,7 @@ def _bench(args: argparse.Namespace) -> int:
             name="naive PyFlink UDF (row-at-a-time sentence-transformers)",
             overrides=overrides,
             variables={"EMBED_FUNCTION": "naive.text_to_vector_naive"},
-            udf_dirs=[str(root / "udfs"), str(root / "benchmarks" / "baseline_udfs")],
+            udf_dirs=[str(bundled_udf_dir()), str(root / "benchmarks" / "baseline_udfs")],
         )
     if "beam" in variants:
         beam = step("beam", args.slow_limit, name="Apache Beam RunInference", batch_size=64)

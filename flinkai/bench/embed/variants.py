@@ -20,6 +20,7 @@ from flinkai.bench.embed.stats import (
     two_run_rate,
 )
 from flinkai.bench.shared.rss import RssSampler
+from flinkai.paths import bundled_udf_dir
 
 __all__ = ["SMALL_RUN", "VARIANTS", "repo"]
 
@@ -220,7 +221,7 @@ def _beam(texts: list[str], args: dict[str, Any]) -> VariantResult:
 
 
 def _udf_dirs(args: dict[str, Any]) -> tuple[Path, ...]:
-    return tuple(Path(p) for p in args.get("udf_dirs") or ()) or (repo() / "udfs",)
+    return tuple(Path(p) for p in args.get("udf_dirs") or ()) or (bundled_udf_dir(),)
 
 
 @contextlib.contextmanager
