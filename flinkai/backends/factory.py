@@ -15,7 +15,7 @@ from flinkai.errors import ConfigError
 
 __all__ = ["BACKENDS", "create_embedding_backend"]
 
-#: ``embedding.backend`` value → (module, class). Each class takes the whole ``Config``.
+#: ``embedding.backend`` value → (module, class).
 BACKENDS: dict[str, tuple[str, str]] = {
     "onnx": ("flinkai.backends.onnx", "OnnxEmbeddingBackend"),
     "sentence_transformers": (
@@ -23,6 +23,13 @@ BACKENDS: dict[str, tuple[str, str]] = {
         "SentenceTransformersBackend",
     ),
     "triton": ("flinkai.backends.triton", "TritonEmbeddingBackend"),
+}
+
+#: The config sections each backend is built from: it gets only those, by keyword.
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "onnx": ("model", "onnx", "embedding"),
+    "sentence_transformers": ("model", "embedding"),
+    "triton": ("triton", "model", "embedding"),
 }
 
 
@@ -54,7 +61,7 @@ def create_embedding_backend(config: Config) -> EmbeddingBackend:
     cls: Any = getattr(module, class_name, None)
     if cls is None:
         raise ConfigError(f"embedding.backend {kind!r}: {module_name} has no {class_name}")
-    backend = cls(config)
+    backend = cls(**{section: getattr(config, section) for section in SECTIONS[kind]})
     if not isinstance(backend, EmbeddingBackend):
         raise ConfigError(f"{module_name}.{class_name} is not an EmbeddingBackend")
     return backend

@@ -19,6 +19,7 @@ another thread swaps versions right after the batch.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -435,11 +436,14 @@ def artifact_dir_factory(config: Config) -> BackendFactory:
     def build(published: PublishedModel) -> EmbeddingBackend:
         from flinkai.backends.factory import create_embedding_backend
 
-        overrides: dict[str, dict[str, object]] = {"model": {"dir": str(published.path)}}
-        if "registry" in config.as_dict():
-            # Build the plain backend of this version, not another hot-swapping one.
-            overrides["registry"] = {"enabled": False}
-        return create_embedding_backend(config.with_overrides(**overrides))
+        # The model section points at the version's folder; the registry is off, so
+        # this builds the plain backend of the version, not another hot-swapping one.
+        version_config = dataclasses.replace(
+            config,
+            model=dataclasses.replace(config.model, dir=str(published.path)),
+            registry=dataclasses.replace(config.registry, enabled=False),
+        )
+        return create_embedding_backend(version_config)
 
     return build
 
