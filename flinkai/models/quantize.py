@@ -1,7 +1,8 @@
-"""``flinkai model quantize``: the exported fp32 model → a verified int8 variant.
+"""``flinkai model quantize``: the exported fp32 model → a verified int8 or fp16 variant.
 
-Writes ``model.int8.onnx`` next to ``model.onnx`` and lists it in the manifest, so
-``OnnxEmbeddingBackend`` with ``onnx.variant: int8`` loads it and checks its sha256.
+Writes ``model.int8.onnx`` (or, with ``precision="fp16"``, ``model.fp16.onnx``) next to
+``model.onnx`` and lists it in the manifest, so ``OnnxEmbeddingBackend`` with
+``onnx.variant: int8`` (``fp16``) loads it and checks its sha256.
 Before anything is installed, the quantised model is compared with fp32 on held-out
 texts (AG News when available, else the export's sample sentences) and refused if
 the mean cosine is below a threshold: a fast model that embeds differently would
@@ -16,6 +17,11 @@ to fp32 from one interleaved run): per-channel MatMul 0.9927 mean / 0.9837 min
 cosine, 1.37-1.53x; adding ``exclude=("ffn-output",)`` 0.9961 / 0.9924, 1.47-1.48x;
 static QDQ with MinMax calibration only 0.928 mean, so it is opt-in
 (``method="static"``).
+
+fp16 uses onnxruntime's own converter (``onnxruntime.transformers.float16``, no extra
+dependency) with ``keep_io_types``: inputs stay int64 and the output fp32, so the
+backend's feeds and outputs do not change. It is meant for GPUs; on CPU it is no
+faster (see ``benchmarks/README.md``).
 """
 
 from __future__ import annotations
@@ -69,7 +75,6 @@ EXCLUDE_PRESETS: dict[str, tuple[str, ...]] = {
     "last-layer": ("*/layer.5/*",),
 }
 _SEED = 0
-_VARIANT = "int8"
 
 Progress = Callable[[str], None]
 
@@ -79,6 +84,8 @@ class QuantizeOptions:
     """How to quantise, and how strictly to check the result.
 
     Attributes:
+        precision: ``int8`` (quantise) or ``fp16`` (convert weights and compute to
+            half precision; the quantisation options below do not apply).
         method: ``dynamic`` (activation ranges computed per batch at run time) or
             ``static`` (QDQ with ranges calibrated on AG News texts).
         per_channel: One weight scale per output channel instead of per tensor.
@@ -93,6 +100,7 @@ class QuantizeOptions:
         force: Install even when below ``min_cosine``.
     """
 
+    precision: Literal["int8", "fp16"] = "int8"
     method: Literal["dynamic", "static"] = "dynamic"
     per_channel: bool = True
     reduce_range: bool = False
@@ -105,6 +113,8 @@ class QuantizeOptions:
 
     def describe(self) -> dict[str, Any]:
         """JSON-friendly summary, stored in the manifest next to the file."""
+        if self.precision == "fp16":
+            return {"precision": "fp16", "converter": "onnxruntime float16", "keep_io_types": True}
         out: dict[str, Any] = {
             "method": self.method,
             "per_channel": self.per_channel,
@@ -122,7 +132,7 @@ class QuantizeResult:
     """What :func:`quantize_model` did.
 
     Attributes:
-        path: The installed ``model.int8.onnx``.
+        path: The installed ``model.int8.onnx`` or ``model.fp16.onnx``.
         mean_cosine: Mean cosine to fp32 over the held-out texts.
         min_cosine: Lowest cosine over the held-out texts.
         eval_texts: How many texts were compared.
@@ -245,6 +255,15 @@ def _quantize(
     )
 
 
+def _to_fp16(src: Path, dst: Path) -> None:
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    # keep_io_types: int64 ids in, fp32 embedding out, as the fp32 model; casts go inside.
+    converted = convert_float_to_float16(onnx.load(str(src)), keep_io_types=True)
+    onnx.save(converted, str(dst))
+
+
 def quantize_model(
     model_config: ModelConfig | None = None,
     options: QuantizeOptions | None = None,
@@ -252,7 +271,7 @@ def quantize_model(
     texts: Sequence[str] | None = None,
     progress: Progress | None = None,
 ) -> QuantizeResult:
-    """Quantise the exported model to int8, verify it against fp32, and install it.
+    """Quantise the exported model to int8 (or fp16), verify it against fp32, install it.
 
     Args:
         model_config: Which artifacts (``ModelConfig.dir`` or the default folder).
@@ -268,7 +287,7 @@ def quantize_model(
         ArtifactError: The fp32 artifacts are missing or corrupted.
         QuantizeError: Quantisation failed, or the mean cosine is below
             ``options.min_cosine`` and ``options.force`` is not set. The previous
-            ``model.int8.onnx`` (if any) and the manifest are left untouched.
+            variant file (if any) and the manifest are left untouched.
     """
     from flinkai.models.tokens import load_tokenizer
 
@@ -289,9 +308,10 @@ def quantize_model(
     )
     if not evaluation:
         raise QuantizeError("no evaluation texts")
-    exclude = _resolve_exclude(src, options.exclude)
+    fp16 = options.precision == "fp16"
+    exclude = () if fp16 else _resolve_exclude(src, options.exclude)
     tokenizer = load_tokenizer(artifacts.tokenizer_path, artifacts.max_seq_length)
-    target = artifacts.root / VARIANT_FILES[_VARIANT]
+    target = artifacts.root / VARIANT_FILES[options.precision]
 
     # Same folder as the target, so the final rename is atomic.
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=artifacts.root)
@@ -300,14 +320,19 @@ def quantize_model(
     try:
         t0 = time.perf_counter()
         say(
-            f"quantising {src.name} ({options.method}, "
+            f"converting {src.name} to fp16 (inputs and output kept as they are)"
+            if fp16
+            else f"quantising {src.name} ({options.method}, "
             f"{'per-channel' if options.per_channel else 'per-tensor'}, "
             f"{len(exclude)} node(s) kept in fp32"
             + (f", calibrating on {len(calibration)} texts" if calibration else "")
             + ")"
         )
         try:
-            _quantize(src, tmp, options, exclude, tokenizer, calibration)
+            if fp16:
+                _to_fp16(src, tmp)
+            else:
+                _quantize(src, tmp, options, exclude, tokenizer, calibration)
         except QuantizeError:
             raise
         except Exception as e:  # onnxruntime.quantization raises bare Exceptions
@@ -334,6 +359,7 @@ def quantize_model(
     _register(
         artifacts,
         target,
+        options.precision,
         {
             **options.describe(),
             "excluded_nodes": len(exclude),
@@ -360,10 +386,10 @@ def quantize_model(
 
 
 def _compare(
-    artifacts: ModelArtifacts, fp32: Path, int8: Path, tokenizer: Any, texts: Sequence[str]
+    artifacts: ModelArtifacts, fp32: Path, variant: Path, tokenizer: Any, texts: Sequence[str]
 ) -> tuple[float, float]:
     try:
-        quantised = raw_session(int8)
+        quantised = raw_session(variant)
     except Exception as e:  # onnxruntime's errors share no base class but Exception
         raise QuantizeError(f"the quantised model does not load: {e}") from e
     reference = embed_with(raw_session(fp32), tokenizer, texts, artifacts.output_name)
@@ -375,7 +401,7 @@ def _compare(
     return float(cosine.mean()), float(cosine.min())
 
 
-def _register(artifacts: ModelArtifacts, path: Path, info: dict[str, Any]) -> None:
+def _register(artifacts: ModelArtifacts, path: Path, variant: str, info: dict[str, Any]) -> None:
     """Add (or replace) the variant's entry in the manifest, with its sha256."""
     rel = path.relative_to(artifacts.root).as_posix()
     manifest = artifacts.manifest
@@ -384,7 +410,7 @@ def _register(artifacts: ModelArtifacts, path: Path, info: dict[str, Any]) -> No
         sorted((*(f for f in manifest.files if f.path != rel), entry), key=lambda f: f.path)
     )
     variants = dict(manifest.extra.get("variants", {}))
-    variants[_VARIANT] = {"file": rel, **info}
+    variants[variant] = {"file": rel, **info}
     write_manifest(
         artifacts.root,
         replace(manifest, files=files, extra={**manifest.extra, "variants": variants}),

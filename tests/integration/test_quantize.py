@@ -114,3 +114,30 @@ def test_refuses_below_threshold_and_leaves_artifacts_alone(model_config: ModelC
 def test_unknown_exclude_pattern_is_an_error(model_config: ModelConfig) -> None:
     with pytest.raises(QuantizeError, match="match no node"):
         quantize_model(model_config, QuantizeOptions(exclude=("layer.99/*",)), texts=["a"])
+
+
+def test_fp16_command_installs_a_loadable_variant_close_to_fp32(
+    model_config: ModelConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from flinkai.cli.main import main
+
+    root = Path(model_config.dir)
+    code = main(["model", "quantize", "--fp16", "--dir", str(root), "--eval-texts", "32"])
+    assert code == 0, capsys.readouterr().out
+    fp16 = root / VARIANT_FILES["fp16"]
+    assert fp16.exists() and not (root / INT8).exists()
+    manifest = read_manifest(root)
+    entry = manifest.file(VARIANT_FILES["fp16"])
+    assert entry is not None and entry.size == fp16.stat().st_size
+    info = manifest.extra["variants"]["fp16"]
+    assert info["precision"] == "fp16" and info["keep_io_types"] is True
+    assert info["mean_cosine"] >= 0.999
+
+    texts = _texts()[:16]
+    with _backend(model_config, "fp32") as reference, _backend(model_config, "fp16") as half:
+        assert half.model_version.endswith("-fp16")
+        ref = reference.infer_batch(texts).outputs
+        got = half.infer_batch(texts).outputs
+    assert got.dtype == np.float32 and got.shape == ref.shape
+    cosine = (ref * got).sum(axis=1) / (np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1))
+    assert cosine.min() >= 0.999
