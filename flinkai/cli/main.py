@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from flinkai import __version__
 from flinkai.errors import FlinkAIError
+from flinkai.security import redact
 
 __all__ = ["main"]
 
@@ -64,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.handler(args)
     except FlinkAIError as e:
-        print(f"flinkai: error: {e}", file=sys.stderr)
+        print(f"flinkai: error: {redact(str(e))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("flinkai: interrupted", file=sys.stderr)

@@ -145,17 +145,39 @@ def _build(cls: type[T], data: Mapping[str, Any], where: str) -> T:
     return cls(**kwargs)
 
 
-def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, str]]:
-    out: dict[str, dict[str, str]] = {}
+def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     hints = typing.get_type_hints(Config)
     for section in dataclasses.fields(Config):
         tp = hints[section.name]
-        if not dataclasses.is_dataclass(tp):
-            continue
-        for f in dataclasses.fields(tp):
-            key = f"{ENV_PREFIX}{section.name}_{f.name}".upper()
-            if key in env:
-                out.setdefault(section.name, {})[f.name] = env[key]
+        if dataclasses.is_dataclass(tp):
+            values = _section_overrides(tp, f"{ENV_PREFIX}{section.name}", env)
+            if values:
+                out[section.name] = values
+    return out
+
+
+def _section_overrides(tp: Any, prefix: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """``PREFIX_FIELD`` values; a nested section's fields add their own name, e.g.
+    ``FLINKAI_KAFKA_SECURITY_PROTOCOL``."""
+    out: dict[str, Any] = {}
+    hints = typing.get_type_hints(tp)
+    for f in dataclasses.fields(tp):
+        key = f"{prefix}_{f.name}".upper()
+        if dataclasses.is_dataclass(hints[f.name]):
+            nested = _section_overrides(hints[f.name], key, env)
+            if nested:
+                out[f.name] = nested
+        elif key in env:
+            out[f.name] = env[key]
+    return out
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        current = out.get(k)
+        out[k] = _merge(current, v) if isinstance(v, dict) and isinstance(current, dict) else v
     return out
 
 
@@ -196,5 +218,5 @@ def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = 
         current = raw.get(section) or {}
         if not isinstance(current, dict):
             raise ConfigError(f"{chosen}: section {section!r} must be a mapping")
-        raw[section] = {**current, **values}
+        raw[section] = _merge(current, values)
     return _build(Config, raw, str(chosen) if chosen else "config")

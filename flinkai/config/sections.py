@@ -19,6 +19,7 @@ __all__ = [
     "DriftConfig",
     "EmbeddingConfig",
     "KafkaConfig",
+    "KafkaSecurityConfig",
     "ModelConfig",
     "OnnxConfig",
     "PredictConfig",
@@ -26,6 +27,57 @@ __all__ = [
     "RuntimeConfig",
     "TritonConfig",
 ]
+
+
+@dataclass(frozen=True)
+class KafkaSecurityConfig:
+    """How clients authenticate to Kafka and check its certificate.
+
+    Secrets are never values here, only references: the password comes from the
+    environment variable ``password_env`` or the file ``password_file``, read when a
+    client connects. The config (and the job parameter that carries it to workers)
+    therefore holds names and paths, never the secret itself.
+
+    Attributes:
+        protocol: Kafka ``security.protocol`` of the client listener.
+        sasl_mechanism: SASL mechanism; required with the ``SASL_*`` protocols.
+        username: SASL user name.
+        password_env: Environment variable holding the SASL password.
+        password_file: File holding the SASL password (one line; it wins over the env var).
+        ca_file: PEM CA bundle that signs the broker's certificate; empty trusts the
+            system store (kafka-python) or the JVM's (Flink).
+        cert_file: PEM client certificate, for brokers that ask for one (mutual TLS).
+        key_file: PEM private key (unencrypted PKCS#8) of ``cert_file``.
+    """
+
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = ""
+    username: str = ""
+    password_env: str = ""
+    password_file: str = ""
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+
+    def __post_init__(self) -> None:
+        sasl = self.protocol.startswith("SASL_")
+        if sasl and not self.sasl_mechanism:
+            raise ConfigError(f"kafka.security.sasl_mechanism is required with {self.protocol}")
+        if sasl and not (self.username and (self.password_env or self.password_file)):
+            raise ConfigError(
+                f"kafka.security with {self.protocol} needs username and "
+                "password_env or password_file"
+            )
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ConfigError("kafka.security.cert_file and key_file go together")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
 
 
 @dataclass(frozen=True)
@@ -38,6 +90,8 @@ class KafkaConfig:
     #: Data dir of the embedded broker; empty means ``$FLINKAI_HOME/kafka``.
     local_data_dir: str = ""
     local_start_timeout_s: float = 60.0
+    #: Client security (TLS, SASL); applied to every Kafka table and admin client.
+    security: KafkaSecurityConfig = field(default_factory=KafkaSecurityConfig)
 
 
 @dataclass(frozen=True)
@@ -80,6 +134,12 @@ class TritonConfig:
     backoff_max_s: float = 2.0
     circuit_failure_threshold: int = 5
     circuit_reset_s: float = 10.0
+    #: Connect over TLS; ``ca_file`` (PEM) verifies the server, empty uses the system store.
+    tls: bool = False
+    ca_file: str = ""
+    #: PEM client certificate and key, for servers that ask for one (mutual TLS).
+    cert_file: str = ""
+    key_file: str = ""
 
 
 @dataclass(frozen=True)

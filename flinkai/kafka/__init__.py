@@ -16,11 +16,17 @@ from flinkai.kafka.admin import (
     wait_for_broker,
 )
 from flinkai.kafka.broker import BrokerStatus, LocalKafka
-from flinkai.kafka.errors import BrokerUnavailableError, KafkaError, TopicNotFoundError
+from flinkai.kafka.errors import (
+    BrokerUnavailableError,
+    KafkaAuthError,
+    KafkaError,
+    TopicNotFoundError,
+)
 
 __all__ = [
     "BrokerStatus",
     "BrokerUnavailableError",
+    "KafkaAuthError",
     "KafkaError",
     "LocalKafka",
     "Record",

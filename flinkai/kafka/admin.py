@@ -17,7 +17,15 @@ from typing import Any, Literal
 import kafka.errors as kerrors
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 
-from flinkai.kafka.errors import BrokerUnavailableError, KafkaError, TopicNotFoundError
+from flinkai.config import KafkaSecurityConfig
+from flinkai.kafka.errors import (
+    BrokerUnavailableError,
+    KafkaAuthError,
+    KafkaError,
+    TopicNotFoundError,
+)
+from flinkai.kafka.security import describe_listener, python_client_options
+from flinkai.security import redact
 
 __all__ = [
     "IsolationLevel",
@@ -69,32 +77,58 @@ def _ms(seconds: float) -> int:
 
 
 def _unavailable(bootstrap: str, e: BaseException) -> BrokerUnavailableError:
-    return BrokerUnavailableError(f"cannot reach Kafka at {bootstrap}: {e}")
+    return BrokerUnavailableError(redact(f"cannot reach Kafka at {bootstrap}: {e}"))
+
+
+def _security(security: KafkaSecurityConfig | None) -> dict[str, Any]:
+    return python_client_options(security) if security is not None else {}
+
+
+def _connect_failed(
+    bootstrap: str, security: KafkaSecurityConfig | None, e: BaseException
+) -> KafkaError:
+    """A rejected login as :class:`KafkaAuthError`, anything else as unavailable.
+
+    kafka-python mostly reports a failed login or TLS handshake as a bootstrap
+    timeout; :func:`flinkai.kafka.probe.check_access` tells those apart.
+    """
+    if isinstance(e, kerrors.SaslAuthenticationFailedError):
+        sec = security or KafkaSecurityConfig()
+        return KafkaAuthError(
+            redact(f"authentication to the {describe_listener(sec, bootstrap)} failed: {e}")
+        )
+    return _unavailable(bootstrap, e)
 
 
 @contextmanager
-def _admin(bootstrap: str, timeout_s: float) -> Iterator[Any]:
+def _admin(
+    bootstrap: str, timeout_s: float, security: KafkaSecurityConfig | None = None
+) -> Iterator[Any]:
     try:
         client = KafkaAdminClient(
             bootstrap_servers=bootstrap,
             client_id="flinkai-admin",
             bootstrap_timeout_ms=_ms(timeout_s),
             request_timeout_ms=_ms(max(timeout_s, 1.0)),
+            **_security(security),
         )
     except kerrors.KafkaError as e:
-        raise _unavailable(bootstrap, e) from e
+        raise _connect_failed(bootstrap, security, e) from e
     try:
         yield client
     finally:
         client.close()
 
 
-def describe_cluster(bootstrap: str, timeout_s: float = 5.0) -> dict[str, Any]:
+def describe_cluster(
+    bootstrap: str, timeout_s: float = 5.0, *, security: KafkaSecurityConfig | None = None
+) -> dict[str, Any]:
     """Ask the cluster for its id, controller and brokers (one attempt).
 
     Args:
         bootstrap: ``host:port[,host:port...]``.
         timeout_s: Bound on connecting and on the request.
+        security: Client security; ``None`` connects in plain text.
 
     Returns:
         kafka-python's ``describe_cluster`` dict (``cluster_id``, ``controller_id``,
@@ -102,16 +136,19 @@ def describe_cluster(bootstrap: str, timeout_s: float = 5.0) -> dict[str, Any]:
 
     Raises:
         BrokerUnavailableError: No broker answered in time.
+        KafkaAuthError: The broker rejected the credentials or the TLS handshake failed.
     """
-    with _admin(bootstrap, timeout_s) as admin:
+    with _admin(bootstrap, timeout_s, security) as admin:
         try:
             result: dict[str, Any] = admin.describe_cluster()
         except kerrors.KafkaError as e:
-            raise _unavailable(bootstrap, e) from e
+            raise _connect_failed(bootstrap, security, e) from e
     return result
 
 
-def wait_for_broker(bootstrap: str, timeout_s: float = 30.0) -> dict[str, Any]:
+def wait_for_broker(
+    bootstrap: str, timeout_s: float = 30.0, *, security: KafkaSecurityConfig | None = None
+) -> dict[str, Any]:
     """Block until a broker answers Kafka requests and reports at least one live broker.
 
     Args:
@@ -131,7 +168,9 @@ def wait_for_broker(bootstrap: str, timeout_s: float = 30.0) -> dict[str, Any]:
         if remaining <= 0:
             break
         try:
-            cluster = describe_cluster(bootstrap, min(remaining, _ATTEMPT_TIMEOUT_S))
+            cluster = describe_cluster(
+                bootstrap, min(remaining, _ATTEMPT_TIMEOUT_S), security=security
+            )
         except BrokerUnavailableError as e:
             last = e
         else:
@@ -147,13 +186,15 @@ def wait_for_broker(bootstrap: str, timeout_s: float = 30.0) -> dict[str, Any]:
     )
 
 
-def list_topics(bootstrap: str, timeout_s: float = 10.0) -> set[str]:
+def list_topics(
+    bootstrap: str, timeout_s: float = 10.0, *, security: KafkaSecurityConfig | None = None
+) -> set[str]:
     """Names of all topics, internal ones included.
 
     Raises:
         BrokerUnavailableError: No broker answered in time.
     """
-    with _admin(bootstrap, timeout_s) as admin:
+    with _admin(bootstrap, timeout_s, security) as admin:
         try:
             return set(admin.list_topics())
         except kerrors.KafkaError as e:
@@ -168,6 +209,7 @@ def create_topics(
     replication_factor: int = 1,
     configs: Mapping[str, str] | None = None,
     timeout_s: float = 30.0,
+    security: KafkaSecurityConfig | None = None,
 ) -> list[str]:
     """Create topics that do not exist yet, and wait until each has a leader.
 
@@ -181,6 +223,7 @@ def create_topics(
         replication_factor: Replicas per partition (1 on the local broker).
         configs: Topic-level configs for new topics, e.g. ``{"retention.ms": "-1"}``.
         timeout_s: Bound on connecting, creating and waiting for leaders.
+        security: Client security; ``None`` connects in plain text.
 
     Returns:
         The names that this call created (the others existed already).
@@ -200,7 +243,7 @@ def create_topics(
         }
         for name in wanted
     }
-    with _admin(bootstrap, timeout_s) as admin:
+    with _admin(bootstrap, timeout_s, security) as admin:
         try:
             response = admin.create_topics(spec, timeout_ms=_ms(timeout_s), raise_errors=False)
         except kerrors.KafkaError as e:
@@ -240,6 +283,7 @@ def produce(
     *,
     headers: Iterable[tuple[str, bytes]] = (),
     timeout_s: float = 30.0,
+    security: KafkaSecurityConfig | None = None,
 ) -> int:
     """Write values to a topic and flush; every record is acknowledged by the broker.
 
@@ -250,6 +294,7 @@ def produce(
         key: One key for every record, a function of the value, or ``None``.
         headers: Headers added to every record.
         timeout_s: Bound on connecting, on each blocking send and on the final flush.
+        security: Client security; ``None`` connects in plain text.
 
     Returns:
         The number of records written.
@@ -267,9 +312,10 @@ def produce(
             acks="all",
             bootstrap_timeout_ms=_ms(timeout_s),
             max_block_ms=_ms(timeout_s),
+            **_security(security),
         )
     except kerrors.KafkaError as e:
-        raise _unavailable(bootstrap, e) from e
+        raise _connect_failed(bootstrap, security, e) from e
     count = 0
     try:
         futures = []
@@ -338,6 +384,7 @@ def consume_all(
     expect: int | None = None,
     *,
     idle_s: float = 1.0,
+    security: KafkaSecurityConfig | None = None,
 ) -> list[Record]:
     """Read a topic from the beginning, without a consumer group.
 
@@ -354,6 +401,7 @@ def consume_all(
         isolation_level: ``read_committed`` hides aborted and still-open transactions.
         expect: Stop as soon as this many records were read.
         idle_s: Quiet period that ends a read without ``expect``.
+        security: Client security; ``None`` connects in plain text.
 
     Returns:
         Records ordered by partition, then offset.
@@ -372,9 +420,10 @@ def consume_all(
             isolation_level=isolation_level,
             bootstrap_timeout_ms=_ms(timeout_s),
             request_timeout_ms=_ms(max(timeout_s, 1.0)),
+            **_security(security),
         )
     except kerrors.KafkaError as e:
-        raise _unavailable(bootstrap, e) from e
+        raise _connect_failed(bootstrap, security, e) from e
     records: list[Record] = []
     try:
         partitions = _wait_for_partitions(consumer, topic, deadline)
@@ -423,7 +472,12 @@ class TopicSnapshot:
 
 
 @contextmanager
-def _consumer(bootstrap: str, isolation_level: IsolationLevel, timeout_s: float) -> Iterator[Any]:
+def _consumer(
+    bootstrap: str,
+    isolation_level: IsolationLevel,
+    timeout_s: float,
+    security: KafkaSecurityConfig | None = None,
+) -> Iterator[Any]:
     try:
         consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
@@ -433,9 +487,10 @@ def _consumer(bootstrap: str, isolation_level: IsolationLevel, timeout_s: float)
             isolation_level=isolation_level,
             bootstrap_timeout_ms=_ms(timeout_s),
             request_timeout_ms=_ms(max(timeout_s, 1.0)),
+            **_security(security),
         )
     except kerrors.KafkaError as e:
-        raise _unavailable(bootstrap, e) from e
+        raise _connect_failed(bootstrap, security, e) from e
     try:
         yield consumer
     finally:
@@ -454,6 +509,8 @@ def end_offsets(
     topic: str,
     isolation_level: IsolationLevel = "read_committed",
     timeout_s: float = 10.0,
+    *,
+    security: KafkaSecurityConfig | None = None,
 ) -> dict[int, int]:
     """Each partition's end offset as a consumer with ``isolation_level`` sees it.
 
@@ -468,7 +525,7 @@ def end_offsets(
         KafkaError: The broker did not report the offsets.
     """
     deadline = time.monotonic() + timeout_s
-    with _consumer(bootstrap, isolation_level, timeout_s) as consumer:
+    with _consumer(bootstrap, isolation_level, timeout_s, security) as consumer:
         partitions = _partitions_or_fail(consumer, bootstrap, topic, deadline)
         try:
             ends = consumer.end_offsets(partitions, timeout_ms=_ms(deadline - time.monotonic()))
@@ -482,6 +539,8 @@ def read_to_end_offsets(
     topic: str,
     isolation_level: IsolationLevel = "read_committed",
     timeout_s: float = 60.0,
+    *,
+    security: KafkaSecurityConfig | None = None,
 ) -> TopicSnapshot:
     """Read every partition of a topic from its beginning exactly to its end offset.
 
@@ -497,7 +556,7 @@ def read_to_end_offsets(
             snapshot would be incomplete, so none is returned.
     """
     deadline = time.monotonic() + timeout_s
-    with _consumer(bootstrap, isolation_level, timeout_s) as consumer:
+    with _consumer(bootstrap, isolation_level, timeout_s, security) as consumer:
         partitions = _partitions_or_fail(consumer, bootstrap, topic, deadline)
         try:
             ends = consumer.end_offsets(partitions, timeout_ms=_ms(deadline - time.monotonic()))
@@ -572,14 +631,20 @@ def _record(r: Any) -> Record:
     )
 
 
-def broker_config(bootstrap: str, key: str, timeout_s: float = 10.0) -> str | None:
+def broker_config(
+    bootstrap: str,
+    key: str,
+    timeout_s: float = 10.0,
+    *,
+    security: KafkaSecurityConfig | None = None,
+) -> str | None:
     """One effective broker setting (e.g. ``transaction.max.timeout.ms``), defaults included.
 
     Returns None when the broker does not report the key.
     """
     from kafka.admin import ConfigResource, ConfigResourceType
 
-    with _admin(bootstrap, timeout_s) as admin:
+    with _admin(bootstrap, timeout_s, security) as admin:
         try:
             broker_id = str(admin.describe_cluster()["brokers"][0]["broker_id"])
             # config_filter="all": the default filter only reports non-default values

@@ -46,6 +46,7 @@ __all__ = [
     "DEFAULT_JVM_OPTIONS",
     "BrokerStatus",
     "LocalKafka",
+    "SecureListener",
     "default_data_dir",
     "new_cluster_id",
 ]
@@ -90,6 +91,55 @@ class BrokerStatus:
     def bootstrap(self) -> str | None:
         """``host:port`` for clients, or ``None`` when not running."""
         return f"{self.host}:{self.port}" if self.running and self.port else None
+
+
+@dataclass(frozen=True)
+class SecureListener:
+    """A SASL_SSL client listener: TLS with the given key store, SCRAM users.
+
+    The broker then runs two more listeners on loopback: ``INTERNAL`` (plain text,
+    replication and flinkai's own readiness check) and ``CONTROLLER``. Clients are
+    meant for the SASL_SSL one, :attr:`LocalKafka.bootstrap`.
+
+    Attributes:
+        keystore_pem: One PEM file with the broker's unencrypted PKCS#8 private key
+            and its certificate chain.
+        users: SCRAM user name -> password, created when the data dir is formatted
+            (``kafka-storage format --add-scram``). The passwords pass through that
+            tool's command line once: fine for a test broker, not for production.
+        mechanism: ``SCRAM-SHA-512`` or ``SCRAM-SHA-256``.
+    """
+
+    keystore_pem: Path
+    users: Mapping[str, str]
+    mechanism: str = "SCRAM-SHA-512"
+
+    def properties(self, host: str, port: int, internal_port: int) -> dict[str, str]:
+        """The ``server.properties`` entries of the listeners (controller excluded)."""
+        prefix = f"listener.name.sasl_ssl.{self.mechanism.lower()}"
+        return {
+            "listeners": f"SASL_SSL://{host}:{port},INTERNAL://{host}:{internal_port}",
+            "advertised.listeners": f"SASL_SSL://{host}:{port},INTERNAL://{host}:{internal_port}",
+            "listener.security.protocol.map": (
+                "SASL_SSL:SASL_SSL,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT"
+            ),
+            "inter.broker.listener.name": "INTERNAL",
+            "sasl.enabled.mechanisms": self.mechanism,
+            # The server side of SCRAM checks stored credentials; it needs no user here.
+            f"{prefix}.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.keystore_pem),
+            "ssl.client.auth": "none",
+        }
+
+    def format_args(self) -> list[str]:
+        """``--add-scram`` arguments of ``kafka-storage format``."""
+        args: list[str] = []
+        for name, password in self.users.items():
+            args += ["--add-scram", f"{self.mechanism}=[name={name},password={password}]"]
+        return args
 
 
 def default_data_dir() -> Path:
@@ -137,6 +187,7 @@ class LocalKafka:
         jars: Folder of the broker jars; defaults to ``jars_dir("kafka")``.
         java: ``java`` executable; defaults to ``$JAVA_HOME/bin/java``, then PATH.
         properties: Extra ``server.properties`` entries; they win over the generated ones.
+        secure: Serve clients on a SASL_SSL listener instead of plain text.
     """
 
     def __init__(
@@ -153,6 +204,7 @@ class LocalKafka:
         jars: str | Path | None = None,
         java: str | None = None,
         properties: Mapping[str, str] | None = None,
+        secure: SecureListener | None = None,
     ) -> None:
         # Absolute: the pid check matches this path against the broker's command line.
         self.data_dir = Path(data_dir or default_data_dir()).expanduser().resolve()
@@ -166,6 +218,9 @@ class LocalKafka:
         self.jars = Path(jars) if jars else jars_dir("kafka")
         self._java = java
         self.properties = dict(properties or {})
+        self.secure = secure
+        #: Plain-text replication listener of a secured broker (see SecureListener).
+        self.internal_port = free_port(host) if secure else None
         self._proc: subprocess.Popen[bytes] | None = None
         #: Seconds the last successful :meth:`start` took from launch to ready.
         self.start_seconds: float | None = None
@@ -263,7 +318,10 @@ class LocalKafka:
         java = self._find_java()
         self._check_jars()
         controller_port = self._pick_controller_port()
-        for role, port in (("client", self.port), ("controller", controller_port)):
+        ports = [("client", self.port), ("controller", controller_port)]
+        if self.internal_port is not None:
+            ports.append(("internal", self.internal_port))
+        for role, port in ports:
             if port_in_use(port, self.host):
                 raise SetupError(
                     f"cannot start Kafka: {role} port {self.host}:{port} is already in use by "
@@ -452,6 +510,7 @@ class LocalKafka:
             ),
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name": "PLAINTEXT",
+            **self._secure_properties(),
             "controller.listener.names": "CONTROLLER",
             "controller.quorum.bootstrap.servers": f"{host}:{controller_port}",
             "log.dirs": str(self.log_dir),
@@ -474,6 +533,9 @@ class LocalKafka:
             "transaction.max.timeout.ms": "3600000",
             **self.properties,
         }
+        if self.secure is not None:
+            # The controller listener stays plain; it must still be listed.
+            props["listeners"] += f",CONTROLLER://{host}:{controller_port}"
         lines = ["# Generated by flinkai on every start; edits are overwritten."]
         lines += [f"{k}={_escape(v)}" for k, v in props.items()]
         self.properties_file.write_text("\n".join(lines) + "\n")
@@ -510,6 +572,11 @@ class LocalKafka:
             )
         )
 
+    def _secure_properties(self) -> dict[str, str]:
+        if self.secure is None or self.internal_port is None:
+            return {}
+        return self.secure.properties(self.host, self.port, self.internal_port)
+
     def _format(self, java: str) -> None:
         cmd = [
             java,
@@ -527,6 +594,7 @@ class LocalKafka:
             "--config",
             str(self.properties_file),
             "--standalone",
+            *(self.secure.format_args() if self.secure else []),
         ]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
@@ -534,6 +602,8 @@ class LocalKafka:
             raise SetupError(f"formatting the Kafka log dir {self.log_dir} timed out") from e
         if proc.returncode != 0:
             output = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-_LOG_TAIL_LINES:])
+            for password in self.secure.users.values() if self.secure else ():
+                output = output.replace(password, "[redacted]")
             raise SetupError(f"formatting the Kafka log dir {self.log_dir} failed:\n{output}")
 
     def _wait_ready(self, deadline: float) -> None:
@@ -552,9 +622,10 @@ class LocalKafka:
                     f"{self.start_timeout_s:g}s\n{self.log_tail()}"
                 )
             # A cheap TCP check first: building a Kafka client per poll is not free.
-            if tcp_open(self.host, self.port):
+            port = self.internal_port or self.port
+            if tcp_open(self.host, port):
                 try:
-                    cluster = describe_cluster(self.bootstrap, timeout_s=min(remaining, 2.0))
+                    cluster = describe_cluster(f"{self.host}:{port}", timeout_s=min(remaining, 2.0))
                 except BrokerUnavailableError:
                     cluster = {}
                 # The broker answers before it is unfenced; it lists itself once it is.

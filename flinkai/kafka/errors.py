@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from flinkai.errors import FlinkAIError
 
-__all__ = ["BrokerUnavailableError", "KafkaError", "TopicNotFoundError"]
+__all__ = ["BrokerUnavailableError", "KafkaAuthError", "KafkaError", "TopicNotFoundError"]
 
 
 class KafkaError(FlinkAIError):
@@ -18,6 +18,13 @@ class KafkaError(FlinkAIError):
 
 class BrokerUnavailableError(KafkaError):
     """No broker answered at the bootstrap address in time; start one or fix the address."""
+
+
+class KafkaAuthError(KafkaError):
+    """The broker rejected the credentials, or its certificate is not trusted.
+
+    The message names the listener and the SASL mechanism, never the secret.
+    """
 
 
 class TopicNotFoundError(KafkaError):

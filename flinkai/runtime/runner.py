@@ -27,6 +27,7 @@ from typing import Any
 
 from flinkai.config import Config
 from flinkai.errors import FlinkAIError, SetupError
+from flinkai.kafka.security import secure_statement
 from flinkai.runtime.environment import Target, create_table_env, flink_settings
 from flinkai.runtime.errors import JobFailedError, ScriptError
 from flinkai.runtime.guarantees import check_delivery, kafka_tables
@@ -41,6 +42,8 @@ from flinkai.runtime.script import (
     parse_set,
     substitute,
 )
+from flinkai.runtime.security import check_kafka_logins, kafka_table_options
+from flinkai.security import redact
 
 __all__ = ["RunOptions", "RunResult", "default_udf_dirs", "load_script", "run_script"]
 
@@ -259,7 +262,9 @@ def _check_udf(
         )
 
 
-def _check_guarantees(script: Script, settings: dict[str, str], options: RunOptions) -> None:
+def _check_guarantees(
+    script: Script, settings: dict[str, str], options: RunOptions, config: Config
+) -> None:
     broker_max: int | None = None
     sinks = [
         t
@@ -270,7 +275,11 @@ def _check_guarantees(script: Script, settings: dict[str, str], options: RunOpti
         from flinkai.kafka.admin import broker_config
 
         bootstrap = sinks[0].options.get("properties.bootstrap.servers", "")
-        value = broker_config(bootstrap, "transaction.max.timeout.ms") if bootstrap else None
+        value = (
+            broker_config(bootstrap, "transaction.max.timeout.ms", security=config.kafka.security)
+            if bootstrap
+            else None
+        )
         broker_max = int(value) if value else None
     findings = check_delivery(script.statements, settings, broker_max)
     for f in findings:
@@ -283,7 +292,7 @@ def _check_guarantees(script: Script, settings: dict[str, str], options: RunOpti
 
 def _fail(script: Script, stmt: Statement, exc: BaseException) -> ScriptError:
     return ScriptError(
-        f"{script.where(stmt)}: {summarize_java_error(exc)}\n  in statement: {stmt.summary}"
+        redact(f"{script.where(stmt)}: {summarize_java_error(exc)}\n  in statement: {stmt.summary}")
     )
 
 
@@ -319,8 +328,11 @@ def run_script(
         if str(d) not in sys.path:
             sys.path.insert(0, str(d))
     jars = _preflight(script, options)
+    if options.probe_kafka:
+        check_kafka_logins(script, config)
+    secure = kafka_table_options(config)
     settings = flink_settings(config, jars, list(udf_dirs), options.target)
-    _check_guarantees(script, settings, options)
+    _check_guarantees(script, settings, options, config)
     started = time.monotonic()
     t_env = create_table_env(settings)
     statement_set = t_env.create_statement_set()
@@ -344,7 +356,8 @@ def run_script(
             elif stmt.kind is Kind.OPERATOR:
                 _apply_operator(script, stmt, t_env, udf_dirs)
             else:
-                t_env.execute_sql(stmt.text)
+                # security options join each Kafka table only here, never the script
+                t_env.execute_sql(secure_statement(stmt.text, secure))
         except FlinkAIError:
             raise
         except Exception as e:  # Py4J surfaces every Java error as some Exception subclass
@@ -360,7 +373,7 @@ def run_script(
             "EXPLAINED",
             time.monotonic() - started,
             len(script.statements),
-            plan="\n".join(plans),
+            plan=redact("\n".join(plans)),
         )
     if not inserts:
         return RunResult(None, "NO_INSERT", time.monotonic() - started, len(script.statements))
@@ -404,7 +417,9 @@ def _wait(result: Any, script: Script, timeout_s: float) -> str:
             raise JobFailedError(
                 f"{script.path}: job did not finish within {timeout_s:.0f} s; cancelled"
             ) from e
-        raise JobFailedError(f"{script.path}: job failed:\n  {summarize_java_error(e)}") from e
+        raise JobFailedError(
+            redact(f"{script.path}: job failed:\n  {summarize_java_error(e)}")
+        ) from e
     return "FINISHED"
 
 
