@@ -294,7 +294,9 @@ class TritonEmbeddingBackend(EmbeddingBackend):
             ("grpc.keepalive_time_ms", 30_000),
             ("grpc.keepalive_timeout_ms", 10_000),
         ]
-        return grpc_aio.InferenceServerClient(self.triton_config.url, channel_args=channel_args)
+        return grpc_aio.InferenceServerClient(
+            self.triton_config.url, channel_args=channel_args, **tls_options(self.triton_config)
+        )
 
     async def _check_server(self, manifest: Any) -> None:
         name, version = self.triton_config.model_name, self.triton_config.model_version
@@ -435,6 +437,18 @@ class TritonEmbeddingBackend(EmbeddingBackend):
         log.debug(
             "Triton request attempt %d failed (%s); retrying in %.2fs", attempt + 1, error, delay_s
         )
+
+
+def tls_options(config: TritonConfig) -> dict[str, Any]:
+    """tritonclient's TLS arguments: file paths, read by gRPC when it connects."""
+    if not config.tls:
+        return {}
+    return {
+        "ssl": True,
+        "root_certificates": config.ca_file or None,
+        "private_key": config.key_file or None,
+        "certificate_chain": config.cert_file or None,
+    }
 
 
 def _map_error(error: Any, url: str, hint: str) -> BackendError:

@@ -150,3 +150,16 @@ def test_canary_checker_finds_a_planted_secret() -> None:
         "b64-shifted": base64.b64encode(b"x" + planted.encode()).decode(),
     }
     assert leaks(CANARY, channels) == ["b64", "b64-shifted", "plain"]
+
+
+def test_triton_tls_options_are_file_paths() -> None:
+    from flinkai.backends.triton import tls_options
+    from flinkai.config import TritonConfig
+
+    assert tls_options(TritonConfig()) == {}
+    assert tls_options(TritonConfig(tls=True, ca_file="/etc/ca.pem")) == {
+        "ssl": True,
+        "root_certificates": "/etc/ca.pem",
+        "private_key": None,
+        "certificate_chain": None,
+    }

@@ -100,6 +100,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   persistentVolumeClaim:
     claimName: {{ .Values.flink.persistence.existingClaim | default (printf "%s-data" (include "flinkai.fullname" .)) }}
 {{- end }}
+{{- with .Values.kafka.security.existingSecret }}
+- name: kafka-credentials
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0400
+{{- end }}
 {{- end -}}
 
 {{- define "flinkai.flinkMounts" -}}
@@ -109,6 +115,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if .Values.flink.persistence.enabled }}
 - name: flink-data
   mountPath: {{ .Values.flink.persistence.mountPath }}
+{{- end }}
+{{- if .Values.kafka.security.existingSecret }}
+- name: kafka-credentials
+  mountPath: /etc/flinkai-secrets/kafka
+  readOnly: true
 {{- end }}
 {{- end -}}
 
@@ -129,6 +140,32 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if include "flinkai.storageIsS3" . }}
 - name: ENABLE_BUILT_IN_PLUGINS
   value: {{ .Values.flink.s3.plugin | quote }}
+{{- end }}
+{{- include "flinkai.kafkaSecurityEnv" . }}
+{{- end -}}
+
+{{/* kafka.security as FLINKAI_KAFKA_SECURITY_* variables. Secrets are only ever file
+paths into the mounted existingSecret: the password never sits in values or a ConfigMap. */}}
+{{- define "flinkai.kafkaSecurityEnv" -}}
+{{- $sec := .Values.kafka.security }}
+{{- if ne $sec.protocol "PLAINTEXT" }}
+- name: FLINKAI_KAFKA_SECURITY_PROTOCOL
+  value: {{ $sec.protocol | quote }}
+{{- if hasPrefix "SASL_" $sec.protocol }}
+{{- if not (and $sec.existingSecret $sec.username $sec.saslMechanism) }}
+{{- fail "kafka.security with SASL needs existingSecret, username and saslMechanism" }}
+{{- end }}
+- name: FLINKAI_KAFKA_SECURITY_SASL_MECHANISM
+  value: {{ $sec.saslMechanism | quote }}
+- name: FLINKAI_KAFKA_SECURITY_USERNAME
+  value: {{ $sec.username | quote }}
+- name: FLINKAI_KAFKA_SECURITY_PASSWORD_FILE
+  value: /etc/flinkai-secrets/kafka/{{ $sec.passwordKey }}
+{{- end }}
+{{- if and $sec.existingSecret $sec.caKey }}
+- name: FLINKAI_KAFKA_SECURITY_CA_FILE
+  value: /etc/flinkai-secrets/kafka/{{ $sec.caKey }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
