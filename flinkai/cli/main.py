@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "flinkai.cli.demo_cmd",
     "flinkai.cli.serve_cmd",
     "flinkai.cli.bench_cmd",
+    "flinkai.cli.plan_cmd",
 )
 
 
