@@ -3,7 +3,9 @@
 Each benchmark is one module, ``flinkai.bench.<name>``, exposing
 ``register(subparsers)``; that function adds the ``flinkai bench <name>``
 subcommand, whose handler returns an exit code. Add new modules to
-:data:`BENCHMARKS`. Benchmarks measure and report; they never assert on timings.
+:data:`BENCHMARKS`. A module that also exposes ``suite_entry``
+(:class:`flinkai.bench.shared.suite.SuiteEntry`) runs in ``flinkai bench suite``.
+Benchmarks measure and report; they never assert on timings.
 """
 
 from __future__ import annotations
@@ -16,4 +18,5 @@ BENCHMARKS: tuple[str, ...] = (
     "flinkai.bench.drift",
     "flinkai.bench.recovery",
     "flinkai.bench.anomaly",
+    "flinkai.bench.suite",
 )

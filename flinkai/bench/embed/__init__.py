@@ -26,5 +26,6 @@ table), :mod:`.jobs` (the Flink side) and :mod:`.stats` (pure arithmetic).
 from flinkai.bench.embed.command import register
 from flinkai.bench.embed.harness import run_variant
 from flinkai.bench.embed.results import JobSettings, VariantResult
+from flinkai.bench.embed.suite import suite_entry
 
-__all__ = ["JobSettings", "VariantResult", "register", "run_variant"]
+__all__ = ["JobSettings", "VariantResult", "register", "run_variant", "suite_entry"]

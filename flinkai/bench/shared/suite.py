@@ -1,0 +1,243 @@
+"""The benchmark suite: entries, the machine they ran on, and the files a run writes.
+
+A benchmark joins the suite by exposing ``suite_entry`` (a :class:`SuiteEntry`) in its
+module. :func:`run_suite` runs the entries of one profile in order, with a progress
+bar, and writes into the output folder:
+
+- ``results.json``: the machine (CPU model, cores, memory, GPU, versions of flinkai,
+  Flink, ONNX Runtime and Python), the profile and every entry's rows;
+- ``matrix.md``: one Markdown table per entry;
+- ``<entry>.png``: a bar chart per entry that names a value column. Rows without a
+  value (``n/a``) are left out of the chart, never drawn as zero.
+
+An entry that raises is recorded as failed and the others still run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = [
+    "PROFILES",
+    "EntryResult",
+    "Profile",
+    "SuiteEntry",
+    "machine_info",
+    "render_matrix",
+    "run_suite",
+    "write_charts",
+]
+
+Profile = Literal["quick", "default", "full"]
+PROFILES: tuple[Profile, ...] = ("quick", "default", "full")
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    """One benchmark as the suite sees it.
+
+    Attributes:
+        name: Short name (file names, table titles).
+        description: One line for the matrix.
+        sizes: Problem size per profile (texts, seeds, ...); None means the whole set.
+        run: Runs the benchmark at a size and returns its rows (flat dicts).
+        chart: ``(label column, value column)`` for a bar chart, or None.
+    """
+
+    name: str
+    description: str
+    sizes: Mapping[str, int | None]
+    run: Callable[[int | None], list[Row]]
+    chart: tuple[str, str] | None = None
+
+    def size(self, profile: Profile) -> int | None:
+        return self.sizes.get(profile)
+
+
+@dataclass
+class EntryResult:
+    """What one entry produced in a run."""
+
+    name: str
+    description: str
+    size: int | None
+    seconds: float = 0.0
+    rows: list[Row] = field(default_factory=list)
+    error: str | None = None
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return None
+
+
+def machine_info(devices: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """CPU, memory, GPU and the versions that matter to the figures.
+
+    Args:
+        devices: A device report (:meth:`DeviceReport.as_dict`); probed when None.
+    """
+    if devices is None:
+        from flinkai.bench.shared.devices import SystemProbe
+
+        devices = SystemProbe().report().as_dict()
+    return {
+        "cpu_model": _cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "load_avg": list(os.getloadavg()),
+        "devices": dict(devices),
+        "versions": {
+            "flinkai": _version("flinkai"),
+            "apache-flink": _version("apache-flink"),
+            "onnxruntime": _version("onnxruntime"),
+            "onnxruntime-gpu": _version("onnxruntime-gpu"),
+            "python": platform.python_version(),
+        },
+    }
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value).replace("|", "\\|")
+
+
+def render_matrix(results: Sequence[EntryResult], machine: Mapping[str, Any]) -> str:
+    """Markdown: the machine, then one table per entry (columns: union of row keys)."""
+    versions = ", ".join(f"{k} {v}" for k, v in machine["versions"].items() if v)
+    gpus = machine["devices"].get("gpus") or []
+    gpu = ", ".join(g["name"] for g in gpus) or "none"
+    lines = [
+        "# Benchmark matrix",
+        "",
+        f"Machine: {machine['cpu_model']}, {machine['cpu_cores']} cores, "
+        f"{_cell(machine['memory_gib'])} GiB; GPU: {gpu}. {versions}.",
+    ]
+    for result in results:
+        lines += ["", f"## {result.name} (size {_cell(result.size)}, {result.seconds:.0f} s)", ""]
+        lines.append(result.description)
+        if result.error:
+            lines += ["", f"failed: {result.error}"]
+            continue
+        if not result.rows:
+            lines += ["", "no rows"]
+            continue
+        columns = list(dict.fromkeys(k for row in result.rows for k in row))
+        lines += [
+            "",
+            "| " + " | ".join(columns) + " |",
+            "|" + "---|" * len(columns),
+            *("| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in result.rows),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_charts(
+    entries: Iterable[SuiteEntry], results: Sequence[EntryResult], out: Path
+) -> list[Path]:
+    """One horizontal bar chart per entry with a chart spec and at least one value."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; no display on a server
+    import matplotlib.pyplot as plt
+
+    by_name = {r.name: r for r in results}
+    written = []
+    for entry in entries:
+        result = by_name.get(entry.name)
+        if entry.chart is None or result is None or result.error:
+            continue
+        label, value = entry.chart
+        points = [
+            (str(r.get(label)), float(r[value]))
+            for r in result.rows
+            if isinstance(r.get(value), int | float)
+        ]
+        if not points:
+            continue
+        fig, ax = plt.subplots(figsize=(8, 0.4 * len(points) + 1.2))
+        ax.barh([p[0] for p in points], [p[1] for p in points])
+        ax.invert_yaxis()
+        ax.set_xlabel(value)
+        ax.set_title(entry.name)
+        fig.tight_layout()
+        path = out / f"{entry.name}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def run_suite(
+    entries: Sequence[SuiteEntry],
+    profile: Profile,
+    out: Path,
+    *,
+    machine: Mapping[str, Any] | None = None,
+    charts: bool = True,
+) -> list[EntryResult]:
+    """Run every entry at the profile's size and write the results into ``out``."""
+    from tqdm import tqdm
+
+    out.mkdir(parents=True, exist_ok=True)
+    info = dict(machine) if machine is not None else machine_info()
+    started = time.time()
+    results: list[EntryResult] = []
+    bar = tqdm(entries, desc=f"suite ({profile})", unit="benchmark")
+    for entry in bar:
+        bar.set_postfix_str(entry.name)
+        result = EntryResult(entry.name, entry.description, entry.size(profile))
+        t0 = time.perf_counter()
+        try:
+            result.rows = entry.run(result.size)
+        except Exception as e:  # one broken benchmark must not lose the others' rows
+            result.error = f"{type(e).__name__}: {e}"
+        result.seconds = time.perf_counter() - t0
+        results.append(result)
+    payload = {
+        "profile": profile,
+        "started": started,
+        "seconds": time.time() - started,
+        "machine": info,
+        "benchmarks": [r.__dict__ for r in results],
+    }
+    (out / "results.json").write_text(json.dumps(payload, indent=2, default=str))
+    (out / "matrix.md").write_text(render_matrix(results, info))
+    if charts:
+        write_charts(entries, results, out)
+    return results
