@@ -411,20 +411,22 @@ def consume_all(
         TopicNotFoundError: The topic did not exist within ``timeout_s``.
     """
     deadline = time.monotonic() + timeout_s
-    try:
-        consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            client_id="flinkai-consume",
-            group_id=None,
-            enable_auto_commit=False,
-            isolation_level=isolation_level,
-            bootstrap_timeout_ms=_ms(timeout_s),
-            request_timeout_ms=_ms(max(timeout_s, 1.0)),
-            **_security(security),
-        )
-    except kerrors.KafkaError as e:
-        raise _connect_failed(bootstrap, security, e) from e
     records: list[Record] = []
+    with _consumer(bootstrap, isolation_level, timeout_s, security) as consumer:
+        _consume_into(records, consumer, bootstrap, topic, deadline, expect, idle_s)
+    records.sort(key=lambda r: (r.partition, r.offset))
+    return records
+
+
+def _consume_into(
+    records: list[Record],
+    consumer: Any,
+    bootstrap: str,
+    topic: str,
+    deadline: float,
+    expect: int | None,
+    idle_s: float,
+) -> None:
     try:
         partitions = _wait_for_partitions(consumer, topic, deadline)
         if not partitions:
@@ -446,10 +448,6 @@ def consume_all(
                 break
     except kerrors.KafkaError as e:
         raise KafkaError(f"consuming {topic!r} from {bootstrap} failed: {e}") from e
-    finally:
-        consumer.close()
-    records.sort(key=lambda r: (r.partition, r.offset))
-    return records
 
 
 @dataclass(frozen=True)
