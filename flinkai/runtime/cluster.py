@@ -56,6 +56,7 @@ __all__ = [
     "FlinkRest",
     "LocalFlinkCluster",
     "TaskManagerProcess",
+    "client_environment",
     "flink_home",
 ]
 
@@ -115,7 +116,21 @@ _LEAKED_WORKER_ENV = (
     "SEMI_PERSISTENT_DIRECTORY",
     "LOGGING_API_SERVICE_DESCRIPTOR",
     "CONTROL_API_SERVICE_DESCRIPTOR",
+    # Set by a loopback worker in its client; a child Python seeing it refuses to start Flink.
+    "PYFLINK_GATEWAY_DISABLED",
 )
+
+
+def client_environment() -> dict[str, str]:
+    """This process's environment without what a local PyFlink job left in it.
+
+    What a user's shell would have: a ``flinkai`` subprocess started from a process that
+    ran a MiniCluster job (a test session, a notebook) must not inherit worker settings.
+    """
+    env = dict(os.environ)
+    for name in _LEAKED_WORKER_ENV:
+        env.pop(name, None)
+    return env
 
 
 def _stock_java_opts(home: Path) -> str:

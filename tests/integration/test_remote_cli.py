@@ -13,7 +13,6 @@ with ``-pym flinkai.cli.main run jobs/embed_clicks.sql`` plus a separate TaskMan
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import pytest
 
 from flinkai.kafka.admin import consume_all, create_topics, produce
 from flinkai.kafka.broker import LocalKafka
-from flinkai.runtime.cluster import LocalFlinkCluster
+from flinkai.runtime.cluster import LocalFlinkCluster, client_environment
 
 from .streaming import wait_until
 
@@ -58,19 +57,8 @@ def _variables(bootstrap: str, run_id: str, bounded: str) -> dict[str, str]:
 
 
 def _user_env() -> dict[str, str]:
-    """The environment a user's shell has: none of PyFlink's worker-mode switches."""
-    env = dict(os.environ)
-    for name in list(env):
-        if name.startswith("_python_worker") or name in (
-            "PYTHON_LOOPBACK_SERVER_ADDRESS",
-            "WORKER_ID",
-            "PIPELINE_OPTIONS",
-            "SEMI_PERSISTENT_DIRECTORY",
-            "LOGGING_API_SERVICE_DESCRIPTOR",
-            "CONTROL_API_SERVICE_DESCRIPTOR",
-        ):
-            del env[name]
-    return env
+    """The environment a user's shell has: none of PyFlink's worker settings."""
+    return client_environment()
 
 
 def _committed_ids(bootstrap: str, topic: str, expect: int) -> list[str]:

@@ -9,7 +9,6 @@ Flink's plan, with no checkout and no broker.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -17,6 +16,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from flinkai.runtime.cluster import client_environment
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -60,7 +61,7 @@ def test_installed_flinkai_plans_a_job_from_any_folder(wheel: Path, tmp_path: Pa
     )  # fmt: skip
     work = tmp_path / "elsewhere"
     shutil.copytree(REPO / "jobs", work / "jobs")
-    env = {**os.environ, "PYTHONPATH": str(site)}
+    env = {**client_environment(), "PYTHONPATH": str(site)}
     run = subprocess.run(
         [sys.executable, "-m", "flinkai.cli.main", "run", "jobs/embed_clicks.sql", "--explain",
          *(f"--var={name}={value}" for name, value in VARS.items())],
