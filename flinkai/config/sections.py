@@ -47,7 +47,10 @@ class KafkaSecurityConfig:
         ca_file: PEM CA bundle that signs the broker's certificate; empty trusts the
             system store (kafka-python) or the JVM's (Flink).
         cert_file: PEM client certificate, for brokers that ask for one (mutual TLS).
-        key_file: PEM private key (unencrypted PKCS#8) of ``cert_file``.
+        key_file: PEM private key (PKCS#8) of ``cert_file``.
+        key_password_env: Environment variable holding the password of an encrypted
+            ``key_file``; empty for an unencrypted key.
+        key_password_file: File holding that password (it wins over the env var).
     """
 
     protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
@@ -58,6 +61,8 @@ class KafkaSecurityConfig:
     ca_file: str = ""
     cert_file: str = ""
     key_file: str = ""
+    key_password_env: str = ""
+    key_password_file: str = ""
 
     def __post_init__(self) -> None:
         sasl = self.protocol.startswith("SASL_")
@@ -70,6 +75,8 @@ class KafkaSecurityConfig:
             )
         if bool(self.cert_file) != bool(self.key_file):
             raise ConfigError("kafka.security.cert_file and key_file go together")
+        if (self.key_password_env or self.key_password_file) and not self.key_file:
+            raise ConfigError("kafka.security.key_password_* needs key_file")
 
     @property
     def sasl(self) -> bool:
