@@ -39,6 +39,7 @@ __all__ = [
     "Version",
     "WallClockMs",
     "check_expected",
+    "check_unique_keys",
     "next_version",
     "prefix_hash",
     "wall_clock_ms",
@@ -245,6 +246,12 @@ def check_expected(
         raise SnapshotMismatchError("shape", f"stored {meta.shape}, asked for {tuple(shape)}")
 
 
+def check_unique_keys(items: Sequence[tuple[SnapshotKey, np.ndarray]]) -> None:
+    keys = [k for k, _ in items]
+    if len(set(keys)) != len(keys):
+        raise ValueError("put_many got the same key twice; put one version per key at a time")
+
+
 class SnapshotStore(ABC):
     """A versioned store of tensor snapshots.
 
@@ -352,7 +359,48 @@ class SnapshotStore(ABC):
         Returns:
             The snapshot, or ``None`` (a miss) when no version qualifies.
         """
-        for version in reversed(self.versions(key)):
+        return self._newest(
+            key, self.versions(key), model_version=model_version, dtype=dtype, shape=shape
+        )
+
+    def get_many(
+        self,
+        keys: Sequence[SnapshotKey],
+        *,
+        model_version: str | None = None,
+        dtype: str | None = None,
+        shape: Sequence[int] | None = None,
+    ) -> list[Snapshot | None]:
+        """:meth:`get` for each key, in order; a store may do it in fewer round trips.
+
+        A prefix restore reads one snapshot per layer and block, hundreds per
+        prompt; the Kafka store catches up with the topic once for all of them and
+        fetches the uncached ones in one scan.
+        """
+        return [self.get(k, model_version=model_version, dtype=dtype, shape=shape) for k in keys]
+
+    def put_many(
+        self, items: Sequence[tuple[SnapshotKey, np.ndarray]], *, model_version: str
+    ) -> list[Version]:
+        """:meth:`put` for each ``(key, tensor)``; a store may make it one atomic write.
+
+        Raises:
+            ValueError: A key appears twice.
+        """
+        check_unique_keys(items)
+        return [self.put(k, t, model_version=model_version) for k, t in items]
+
+    def _newest(
+        self,
+        key: SnapshotKey,
+        versions: Sequence[Version],
+        *,
+        model_version: str | None,
+        dtype: str | None,
+        shape: Sequence[int] | None,
+    ) -> Snapshot | None:
+        """The newest of ``versions`` that verifies and matches; counts hit or miss."""
+        for version in reversed(versions):
             try:
                 snapshot = self.get_version(
                     key, version, model_version=model_version, dtype=dtype, shape=shape

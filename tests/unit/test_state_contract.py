@@ -295,3 +295,43 @@ def test_keys_do_not_see_each_others_versions(make: Callable[..., Harness]) -> N
         got = h.store.get(k)
         assert got is not None
         np.testing.assert_array_equal(got.tensor, t)
+
+
+def test_put_many_and_get_many_round_trip_in_order_with_misses(
+    make: Callable[..., Harness],
+) -> None:
+    h = make(max_versions=2)
+    keys = [SnapshotKey("m", layer, prefix_hash([n])) for layer in range(3) for n in range(4)]
+    tensors = [kv(20) for _ in keys]
+    versions = h.store.put_many(list(zip(keys, tensors, strict=True)), model_version="r1")
+    assert len(versions) == len(keys) and h.store.stats.puts == len(keys)
+    absent = SnapshotKey("m", 9, prefix_hash([99]))
+    got = h.store.get_many([*keys, absent], model_version="r1", dtype="float16")
+    assert got[-1] is None
+    for snapshot, key, tensor in zip(got[:-1], keys, tensors, strict=True):
+        assert snapshot is not None and snapshot.key == key
+        np.testing.assert_array_equal(snapshot.tensor, tensor)
+    assert h.store.stats.hits == len(keys) and h.store.stats.misses == 1
+    # A second put_many makes new versions, and refuses a key given twice.
+    again = h.store.put_many([(keys[0], kv(20))], model_version="r1")
+    assert again[0] > versions[0]
+    with pytest.raises(ValueError, match="twice"):
+        h.store.put_many([(keys[1], kv(4)), (keys[1], kv(4))], model_version="r1")
+
+
+def test_get_many_refuses_a_flipped_byte_and_serves_the_older_version(
+    make: Callable[..., Harness],
+) -> None:
+    h = make(max_versions=3)
+    good = kv()
+    v_good = h.store.put_many([(KEY, good)], model_version="r1")[0]
+    h.write_raw(KEY, Version(v_good.ms + 1, 0), "r1", kv(), _flip)
+    other = kv(30)
+    h.store.put(OTHER, other, model_version="r1")
+    got = h.store.get_many([KEY, OTHER], model_version="r1")
+    assert got[0] is not None and got[0].version == v_good
+    np.testing.assert_array_equal(got[0].tensor, good)
+    assert got[1] is not None
+    np.testing.assert_array_equal(got[1].tensor, other)
+    assert sum(h.store.stats.rejected.values()) == 1
+    assert set(h.store.stats.rejected) <= set(CORRUPT_REASONS)
