@@ -28,6 +28,7 @@ from flinkai.config.sections import (
     ModelConfig,
     OnnxConfig,
     PredictConfig,
+    RagConfig,
     RegistryConfig,
     RuntimeConfig,
     TritonConfig,
@@ -53,6 +54,7 @@ class Config:
     drift: DriftConfig = field(default_factory=DriftConfig)
     adaptive_window: AdaptiveWindowConfig = field(default_factory=AdaptiveWindowConfig)
     predict: PredictConfig = field(default_factory=PredictConfig)
+    rag: RagConfig = field(default_factory=RagConfig)
     #: Values for ``${NAME}`` placeholders in SQL scripts.
     vars: Mapping[str, str] = field(default_factory=dict)
 

@@ -8,6 +8,7 @@ a cycle. Units live in field names (``_ms``, ``_bytes``) so a YAML reader needs 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -23,6 +24,7 @@ __all__ = [
     "ModelConfig",
     "OnnxConfig",
     "PredictConfig",
+    "RagConfig",
     "RegistryConfig",
     "RuntimeConfig",
     "TritonConfig",
@@ -343,3 +345,77 @@ class DriftConfig:
             raise ConfigError(f"drift.checks_per_period must be >= 1, got {self.checks_per_period}")
         if math.isnan(self.z_threshold) or math.isnan(self.min_significance):
             raise ConfigError("drift thresholds must not be NaN")
+
+
+#: Chroma's rule for collection names: 3-512 characters of [a-zA-Z0-9._-], starting
+#: and ending with a letter or digit.
+_COLLECTION_NAME = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9._-]{1,510})[a-zA-Z0-9]")
+
+
+@dataclass(frozen=True)
+class RagConfig:
+    """The vector index of ``flinkai.rag``: a Chroma server, its collection, chunking.
+
+    Attributes:
+        host: Chroma server host (clients and ``flinkai chroma start``).
+        port: Chroma server HTTP port.
+        collection: Collection of chunks; the versions and tombstones live in
+            ``<collection>.versions``. 3-512 characters of ``[a-zA-Z0-9._-]``.
+        k: Passages ``retrieve`` returns when the caller gives no ``k``.
+        chunk_words: Words per chunk. MiniLM reads 256 word pieces; English prose
+            averages about 1.3 per word, so 160 words stay inside the window.
+        chunk_overlap_words: Words each chunk repeats from the one before it.
+        max_chunks: A document that needs more chunks is rejected, not truncated.
+        hnsw_ef_construction: HNSW build-time candidate list (higher: better graph).
+        hnsw_ef_search: HNSW query-time candidate list (higher: better recall, slower).
+        hnsw_max_neighbors: HNSW links per node (``M``).
+        timeout_s: HTTP timeout of each request to the server.
+        local_data_dir: Data dir of ``flinkai chroma start``; empty means
+            ``$FLINKAI_HOME/chroma``.
+        local_start_timeout_s: How long ``flinkai chroma start`` waits for the heartbeat.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    collection: str = "flinkai-docs"
+    k: int = 5
+    chunk_words: int = 160
+    chunk_overlap_words: int = 32
+    max_chunks: int = 256
+    hnsw_ef_construction: int = 200
+    hnsw_ef_search: int = 100
+    hnsw_max_neighbors: int = 32
+    timeout_s: float = 10.0
+    local_data_dir: str = ""
+    local_start_timeout_s: float = 60.0
+    # TLS and credentials fields belong here when the server is run remotely.
+
+    def __post_init__(self) -> None:
+        if not _COLLECTION_NAME.fullmatch(self.collection):
+            raise ConfigError(
+                "rag.collection must be 3-512 characters of [a-zA-Z0-9._-] starting and "
+                f"ending with a letter or digit, got {self.collection!r}"
+            )
+        if not 0 < self.port < 65536:
+            raise ConfigError(f"rag.port must be in 1..65535, got {self.port}")
+        if self.k < 1:
+            raise ConfigError(f"rag.k must be >= 1, got {self.k}")
+        if self.chunk_words < 1:
+            raise ConfigError(f"rag.chunk_words must be >= 1, got {self.chunk_words}")
+        if not 0 <= self.chunk_overlap_words < self.chunk_words:
+            raise ConfigError(
+                "rag.chunk_overlap_words must be >= 0 and < chunk_words "
+                f"({self.chunk_words}), got {self.chunk_overlap_words}"
+            )
+        if self.max_chunks < 1:
+            raise ConfigError(f"rag.max_chunks must be >= 1, got {self.max_chunks}")
+        for name in ("hnsw_ef_construction", "hnsw_ef_search", "hnsw_max_neighbors"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"rag.{name} must be >= 1, got {getattr(self, name)}")
+        if not self.timeout_s > 0:
+            raise ConfigError(f"rag.timeout_s must be > 0, got {self.timeout_s}")
+
+    @property
+    def url(self) -> str:
+        """``http://host:port`` of the server."""
+        return f"http://{self.host}:{self.port}"
