@@ -10,6 +10,7 @@ import pytest
 from flinkai.errors import SetupError
 from flinkai.kafka.broker import LocalKafka
 from flinkai.models.artifacts import ModelArtifacts
+from flinkai.rag.server import ChromaServer
 from flinkai.testing import start_session_broker, unique_topic
 
 #: Datasets shared between checkouts (``<repo>/../shared/datasets``); may be absent.
@@ -37,6 +38,34 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafk
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaServer]:
+    """A real Chroma server on a free loopback port, for the whole session.
+
+    ``.url`` is ``http://127.0.0.1:PORT``; ``.config()`` is a ``RagConfig`` pointed
+    at it. Tests share the server, so each uses its own collection
+    (:func:`chroma_collection`). A missing ``chromadb`` fails rather than skips.
+    """
+    server = ChromaServer(tmp_path_factory.mktemp("chroma"))
+    failure: str | None = None
+    try:
+        server.start()
+    except SetupError as e:
+        failure = f"cannot start the test Chroma server: {e}"
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def chroma_collection(request: pytest.FixtureRequest) -> str:
+    """A Chroma collection name unique to this test (created by whoever opens it)."""
+    return unique_topic(request.node.name)[-60:].lstrip("-._")
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "functions": {"models", "runtime", "operators", "bench", "cli"},
     "drift": {"backends", "functions", "runtime", "operators", "bench", "cli"},
     "state": {"backends", "functions", "runtime", "operators", "bench", "cli"},
+    "rag": {"backends", "functions", "runtime", "operators", "bench", "cli"},
 }
 
 

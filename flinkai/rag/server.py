@@ -1,0 +1,387 @@
+"""A real Chroma server on loopback, for local runs and tests.
+
+The ``chromadb`` wheel carries the server (Rust, started by its ``chroma run``
+command). :class:`ChromaServer` runs it as a child in its own session, with one data
+dir holding everything it owns::
+
+    data/          Chroma's persistence path (collections, HNSW segments, WAL)
+    chroma.log     its stdout/stderr (colour codes stripped when tailed into errors)
+    chroma.pid     pid of the running server
+    chroma.port    its HTTP port
+
+The pid and port files let ``flinkai chroma start`` leave the server running and a
+later ``status`` / ``stop`` find it from another process. A pid is trusted only when
+its command line names this data dir, so a recycled pid is never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from flinkai.config import RagConfig
+from flinkai.errors import SetupError
+from flinkai.local.process import (
+    LOOPBACK,
+    free_port,
+    kill_stragglers,
+    pid_alive,
+    port_in_use,
+    read_int_file,
+    signal_group,
+    spawn,
+    tail,
+    tcp_open,
+    wait_until,
+)
+from flinkai.paths import cache_root
+
+__all__ = ["ChromaServer", "ChromaStatus", "default_data_dir", "heartbeat"]
+
+log = logging.getLogger(__name__)
+
+_LOG_TAIL_LINES = 30
+#: The v2 API's liveness endpoint; it answers once the server accepts requests.
+HEARTBEAT_PATH = "/api/v2/heartbeat"
+
+
+def default_data_dir() -> Path:
+    """Where ``flinkai chroma start`` keeps its data unless told otherwise."""
+    return cache_root() / "chroma"
+
+
+def heartbeat(host: str, port: int, timeout_s: float = 2.0) -> bool:
+    """Whether a Chroma server answers its heartbeat on ``host:port``."""
+    url = f"http://{host}:{port}{HEARTBEAT_PATH}"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            body = json.loads(resp.read().decode("utf-8"))
+    except (OSError, ValueError, urllib.error.URLError):
+        return False
+    return isinstance(body, dict) and "nanosecond heartbeat" in body
+
+
+@dataclass(frozen=True)
+class ChromaStatus:
+    """What :meth:`ChromaServer.status` found.
+
+    Attributes:
+        running: A server process for this data dir is alive.
+        data_dir: The data dir that was checked.
+        pid: Its process id, when running.
+        host: Host it listens on.
+        port: Its HTTP port, when running.
+        healthy: It answers the heartbeat.
+    """
+
+    running: bool
+    data_dir: Path
+    pid: int | None = None
+    host: str = LOOPBACK
+    port: int | None = None
+    healthy: bool = False
+
+    @property
+    def url(self) -> str | None:
+        """``http://host:port``, or ``None`` when not running."""
+        return f"http://{self.host}:{self.port}" if self.running and self.port else None
+
+
+class ChromaServer:
+    """A Chroma server running as a child process, its data in ``data_dir``.
+
+    Use it as a context manager, or call :meth:`start` and :meth:`stop`. The server
+    outlives the Python process that started it unless stopped; any
+    :class:`ChromaServer` for the same data dir can report on it, stop it or kill it.
+
+    Args:
+        data_dir: Folder for the data, log, pid and port files; created if needed.
+            Defaults to :func:`default_data_dir`.
+        port: HTTP port; ``None`` or 0 picks a free one.
+        host: Address it binds to; loopback by default.
+        start_timeout_s: How long :meth:`start` waits for the heartbeat.
+        executable: The ``chroma`` command; default the one beside this interpreter,
+            then PATH.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | Path | None = None,
+        port: int | None = None,
+        *,
+        host: str = LOOPBACK,
+        start_timeout_s: float = 60.0,
+        executable: str | None = None,
+    ) -> None:
+        # Absolute: the pid check matches it against the server's command line.
+        self.data_dir = Path(data_dir or default_data_dir()).expanduser().resolve()
+        self.host = host
+        self.port = port or free_port(host)
+        self.start_timeout_s = start_timeout_s
+        self._executable = executable
+        self._proc: subprocess.Popen[bytes] | None = None
+        #: Seconds the last successful :meth:`start` took from launch to heartbeat.
+        self.start_seconds: float | None = None
+
+    @classmethod
+    def from_config(
+        cls,
+        config: RagConfig,
+        *,
+        port: int | None = None,
+        data_dir: str | Path | None = None,
+    ) -> ChromaServer:
+        """A server set up from the ``rag`` config section; arguments override it."""
+        return cls(
+            data_dir=data_dir or config.local_data_dir or None,
+            port=port if port is not None else config.port,
+            host=config.host,
+            start_timeout_s=config.local_start_timeout_s,
+        )
+
+    @property
+    def url(self) -> str:
+        """``http://host:port`` this object starts the server on."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def persist_dir(self) -> Path:
+        """Chroma's ``--path``: collections and indexes."""
+        return self.data_dir / "data"
+
+    @property
+    def log_file(self) -> Path:
+        """The server's stdout and stderr."""
+        return self.data_dir / "chroma.log"
+
+    @property
+    def _pid_file(self) -> Path:
+        return self.data_dir / "chroma.pid"
+
+    @property
+    def _port_file(self) -> Path:
+        return self.data_dir / "chroma.port"
+
+    def config(self, base: RagConfig | None = None) -> RagConfig:
+        """``base`` (default: defaults) pointed at this server."""
+        from dataclasses import replace
+
+        return replace(base or RagConfig(), host=self.host, port=self.port)
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def __enter__(self) -> ChromaServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self) -> str:
+        """Launch the server and wait until it answers its heartbeat.
+
+        Returns:
+            Its URL, ``http://host:port``.
+
+        Raises:
+            SetupError: ``chroma`` not installed, the port taken, a server for this
+                data dir already running, or it exited or stayed silent for
+                ``start_timeout_s`` (the message carries the end of its log).
+        """
+        running = self._running_pid()
+        if running is not None:
+            port = read_int_file(self._port_file)
+            where = f" at http://{self.host}:{port}" if port else ""
+            raise SetupError(
+                f"a Chroma server for {self.data_dir} is already running (pid {running}{where}); "
+                "stop it first with `flinkai chroma stop`"
+            )
+        self._remove_state_files()
+        exe = self._find_executable()
+        if port_in_use(self.port, self.host):
+            raise SetupError(
+                f"cannot start Chroma: port {self.host}:{self.port} is already in use by "
+                "another process; choose another port (--port) or stop what listens there"
+            )
+        self.persist_dir.mkdir(parents=True, exist_ok=True)
+        argv = [
+            exe,
+            "run",
+            "--path",
+            str(self.persist_dir),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+        ]
+        env = dict(os.environ)
+        # Product telemetry would try to leave the machine; nothing here may.
+        env["ANONYMIZED_TELEMETRY"] = "False"
+        log.info("starting Chroma on %s (data dir %s)", self.url, self.data_dir)
+        began = time.monotonic()
+        self._proc = spawn(argv, self.log_file, cwd=self.data_dir, env=env)
+        proc = self._proc
+        try:
+            self._pid_file.write_text(f"{proc.pid}\n")
+            self._port_file.write_text(f"{self.port}\n")
+            ready = wait_until(
+                lambda: heartbeat(self.host, self.port, timeout_s=1.0),
+                self.start_timeout_s,
+                alive=lambda: proc.poll() is None,
+            )
+            if not ready:
+                code = proc.poll()
+                what = (
+                    f"exited with code {code}"
+                    if code is not None
+                    else f"did not answer its heartbeat within {self.start_timeout_s:g}s"
+                )
+                raise SetupError(
+                    f"the Chroma server {what} while starting on {self.url}\n{self.log_tail()}"
+                )
+        except BaseException:
+            self._terminate(proc.pid, grace_s=5.0)
+            self._remove_state_files()
+            raise
+        self.start_seconds = time.monotonic() - began
+        log.info("Chroma ready on %s after %.1fs", self.url, self.start_seconds)
+        return self.url
+
+    def stop(self, timeout_s: float = 15.0) -> bool:
+        """SIGTERM the server of this data dir, SIGKILL after ``timeout_s``.
+
+        Returns:
+            True if a server was running and is now gone, False if none was.
+        """
+        pid = self._running_pid()
+        if pid is None:
+            self._remove_state_files()
+            return False
+        log.info("stopping Chroma (pid %d)", pid)
+        self._terminate(pid, grace_s=timeout_s)
+        self._remove_state_files()
+        return True
+
+    def kill(self, timeout_s: float = 10.0) -> int:
+        """SIGKILL the server, as a crash would, and wait until it is gone.
+
+        Returns:
+            The pid that was killed.
+
+        Raises:
+            SetupError: None is running, or it survived SIGKILL.
+        """
+        pid = self._running_pid()
+        if pid is None:
+            raise SetupError(f"no Chroma server for {self.data_dir} is running")
+        log.info("killing Chroma (pid %d) with SIGKILL", pid)
+        signal_group(pid, signal.SIGKILL)
+        if not self._wait_gone(pid, timeout_s):
+            raise SetupError(f"the Chroma server (pid {pid}) survived SIGKILL")
+        self._remove_state_files()
+        return pid
+
+    def wait(self) -> int:
+        """Block until the server this object started exits; its exit code.
+
+        Raises:
+            SetupError: This object did not start a server.
+        """
+        if self._proc is None:
+            raise SetupError("this ChromaServer did not start a server, so it cannot wait on one")
+        return self._proc.wait()
+
+    def status(self) -> ChromaStatus:
+        """Whether a server for this data dir runs, its pid and port, and its heartbeat."""
+        pid = self._running_pid()
+        if pid is None:
+            return ChromaStatus(running=False, data_dir=self.data_dir, host=self.host)
+        port = read_int_file(self._port_file)
+        healthy = port is not None and tcp_open(self.host, port) and heartbeat(self.host, port)
+        return ChromaStatus(
+            running=True,
+            data_dir=self.data_dir,
+            pid=pid,
+            host=self.host,
+            port=port,
+            healthy=healthy,
+        )
+
+    def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
+        """The last lines of the server's log, colour codes removed."""
+        logged = [line for line in tail(self.log_file, lines) if line.strip()]
+        return "\n".join([f"--- last lines of {self.log_file} ---", *(logged or ["(empty)"])])
+
+    # -- internals -------------------------------------------------------------
+
+    def _find_executable(self) -> str:
+        if self._executable:
+            found = shutil.which(self._executable)
+            if found is None:
+                raise SetupError(f"Chroma executable {self._executable!r} not found")
+            return found
+        beside = Path(sys.executable).with_name("chroma")
+        if beside.is_file():
+            return str(beside)
+        found = shutil.which("chroma")
+        if found is None:
+            raise SetupError(
+                "the `chroma` command is not installed; install it with: pip install 'flinkai[rag]'"
+            )
+        return found
+
+    def _terminate(self, pid: int, grace_s: float) -> None:
+        signal_group(pid, signal.SIGTERM)
+        if not self._wait_gone(pid, grace_s):
+            log.warning("Chroma (pid %d) ignored SIGTERM for %.0fs; killing it", pid, grace_s)
+            signal_group(pid, signal.SIGKILL)
+            if not self._wait_gone(pid, 10.0):
+                raise SetupError(f"the Chroma server (pid {pid}) survived SIGKILL")
+        kill_stragglers(pid)
+
+    def _wait_gone(self, pid: int, timeout_s: float) -> bool:
+        if self._proc is not None and self._proc.pid == pid:
+            try:
+                self._proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return False
+            return True
+        return wait_until(lambda: not pid_alive(pid), timeout_s, poll_s=0.1)
+
+    def _running_pid(self) -> int | None:
+        """The pid of a live server for this data dir, or None."""
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc.pid
+        pid = read_int_file(self._pid_file)
+        if pid is None or not pid_alive(pid):
+            return None
+        if not Path("/proc/self").is_dir():
+            return pid
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return None
+        ours = b"run" in args and os.fsencode(str(self.persist_dir)) in args
+        return pid if ours else None
+
+    def _remove_state_files(self) -> None:
+        for path in (self._pid_file, self._port_file):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
