@@ -25,6 +25,7 @@ from flinkai.config.sections import (
     DriftConfig,
     EmbeddingConfig,
     KafkaConfig,
+    LlmConfig,
     ModelConfig,
     OnnxConfig,
     PredictConfig,
@@ -54,6 +55,7 @@ class Config:
     drift: DriftConfig = field(default_factory=DriftConfig)
     adaptive_window: AdaptiveWindowConfig = field(default_factory=AdaptiveWindowConfig)
     predict: PredictConfig = field(default_factory=PredictConfig)
+    llm: LlmConfig = field(default_factory=LlmConfig)
     rag: RagConfig = field(default_factory=RagConfig)
     #: Values for ``${NAME}`` placeholders in SQL scripts.
     vars: Mapping[str, str] = field(default_factory=dict)

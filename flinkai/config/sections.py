@@ -21,6 +21,7 @@ __all__ = [
     "EmbeddingConfig",
     "KafkaConfig",
     "KafkaSecurityConfig",
+    "LlmConfig",
     "ModelConfig",
     "OnnxConfig",
     "PredictConfig",
@@ -419,3 +420,51 @@ class RagConfig:
     def url(self) -> str:
         """``http://host:port`` of the server."""
         return f"http://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class LlmConfig:
+    """The ``llm_complete`` function: which decoder, prompt limits and prefix reuse.
+
+    Attributes:
+        model: Decoder artifact name (``flinkai model export-llm`` builds it).
+        dir: Artifact folder; empty means ``$FLINKAI_HOME/models/<model>``.
+        max_new_tokens: Tokens generated per prompt unless the call's options say less.
+        max_prompt_tokens: Longer prompts (after the chat template) go to the
+            dead-letter topic as ``prompt_too_long``; never truncated silently.
+        max_prompt_bytes: Prompts over this many UTF-8 bytes are refused before
+            tokenising (``prompt_too_long``), so a huge record cannot stall a worker.
+        block_tokens: Tokens per prefix block; a block is the unit hashed, stored
+            and restored (64, as vLLM's default 16 would make 4x the snapshots).
+        store: Where prefix blocks live: ``none`` (no reuse), ``memory`` (this
+            worker only), ``kafka`` (a compacted topic shared by every worker).
+        topic: The Kafka store's topic (on ``kafka.bootstrap_servers``).
+        cache_max_bytes: Byte budget of the Kafka store's decoded-snapshot cache.
+        cache_ttl_s: Age after which a cached snapshot is fetched again; null: none.
+        max_record_bytes: Largest Kafka record the store writes (chunks above it).
+        publish: Write new prefix blocks after a prefill (off: read-only worker).
+    """
+
+    model: str = "SmolLM2-135M-Instruct"
+    dir: str = ""
+    max_new_tokens: int = 32
+    max_prompt_tokens: int = 2048
+    max_prompt_bytes: int = 32768
+    block_tokens: int = 64
+    store: Literal["none", "memory", "kafka"] = "memory"
+    topic: str = "flinkai-kv-snapshots"
+    cache_max_bytes: int = 512 * 1024 * 1024
+    cache_ttl_s: float | None = 600.0
+    max_record_bytes: int = 1_000_000
+    publish: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("max_new_tokens", "max_prompt_tokens", "max_prompt_bytes", "block_tokens"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"llm.{name} must be >= 1, got {getattr(self, name)}")
+        if self.cache_max_bytes < 0:
+            raise ConfigError(f"llm.cache_max_bytes must be >= 0, got {self.cache_max_bytes}")
+        if self.cache_ttl_s is not None and not self.cache_ttl_s > 0:
+            raise ConfigError(f"llm.cache_ttl_s must be > 0 or null, got {self.cache_ttl_s}")
+        if self.store == "kafka" and not self.topic:
+            raise ConfigError("llm.topic is required with llm.store: kafka")
