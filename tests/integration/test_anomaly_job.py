@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 
 from flinkai.anomaly.detector import DetectorConfig, SeriesDetector
-from flinkai.anomaly.spec import ModelSpec
 from flinkai.anomaly.step import StepModel
-from flinkai.anomaly.train import TrainOptions, train_model
 from flinkai.config import load_config
 from flinkai.kafka.admin import consume_all, create_topics, produce
 from flinkai.kafka.broker import LocalKafka
@@ -27,23 +25,9 @@ from flinkai.runtime.runner import RunOptions, run_script
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED_NAB = REPO.parent / "shared" / "datasets" / "nab"
 START_MS = 1764576000000
 STEP_MS = 300_000
 N = 80
-
-
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small hybrid model trained for a few epochs on realTraffic's probationary rows."""
-    pytest.importorskip("torch")
-    if not SHARED_NAB.is_dir():
-        pytest.skip(f"NAB data not found at {SHARED_NAB}")
-    spec = ModelSpec(kind="hybrid", hidden=16, attn_dim=8, heads=2, window=32)
-    out = tmp_path_factory.mktemp("anomaly-model") / "hybrid"
-    return train_model(
-        spec, SHARED_NAB, out, TrainOptions(epochs=2, threads=1), ["realTraffic"]
-    ).folder
 
 
 def _point(series: str, i: int, value: float) -> bytes:

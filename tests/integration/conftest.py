@@ -1,0 +1,30 @@
+"""Fixtures shared by the integration tests of one feature."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flinkai.anomaly.spec import ModelSpec
+from flinkai.anomaly.train import TrainOptions, train_model
+
+#: NAB in its layout (``data/<group>/*.csv``, ``combined_windows.json``); may be absent.
+SHARED_NAB = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "nab"
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small hybrid anomaly model trained for a few epochs on realTraffic's probationary rows.
+
+    Trained once per session: the anomaly job tests only need a model whose state
+    and scores are real, not a good one.
+    """
+    pytest.importorskip("torch")
+    if not SHARED_NAB.is_dir():
+        pytest.skip(f"NAB data not found at {SHARED_NAB}")
+    spec = ModelSpec(kind="hybrid", hidden=16, attn_dim=8, heads=2, window=32)
+    out = tmp_path_factory.mktemp("anomaly-model") / "hybrid"
+    return train_model(
+        spec, SHARED_NAB, out, TrainOptions(epochs=2, threads=1), ["realTraffic"]
+    ).folder

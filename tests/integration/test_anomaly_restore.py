@@ -1,0 +1,208 @@
+"""anomaly_monitor.sql across a TaskManager SIGKILL: per-key state restored from a checkpoint.
+
+The job runs on a standalone Flink cluster (one JobManager, one TaskManager whose
+Python workers run the ONNX forecaster operator). Points of two series stream in
+from the real broker; halfway between two checkpoints the TaskManager's process
+group is killed and a fresh TaskManager is started. The test first asserts the
+fault: the processes died, the job restarted and recorded the failure, a
+checkpoint completed before the kill and the job restored from it afterwards, and
+the killed attempt's open transaction left aborted records. Then the committed
+output, read exactly to its end offsets after the job stopped, must hold each
+``(series, ts)`` once, with the score an uninterrupted run gives: the Flink-free
+detector fed the same points (``test_anomaly_job`` checks that the job scores as
+it does). A negative control shows a run that lost the key state at the kill
+would score differently, so the comparison can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from flinkai.anomaly.detector import DetectorConfig, SeriesDetector
+from flinkai.anomaly.step import StepModel
+from flinkai.kafka.admin import IsolationLevel, TopicSnapshot, create_topics, read_to_end_offsets
+from flinkai.kafka.broker import LocalKafka
+from flinkai.runtime.cluster import LocalFlinkCluster
+from flinkai.runtime.environment import Target
+from flinkai.runtime.runner import RunOptions, run_script
+
+from .streaming import REPO, StreamingJob, completed_checkpoints, gone, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SERIES = ("s1", "s2")
+N = 120  # points per series
+WARM = 10  # points per series committed before the paced part
+RATE = 20.0  # points per second, both series together
+START_MS = 1764576000000
+STEP_MS = 300_000
+TOLERANCE = 1e-6
+
+Key = tuple[str, int]
+
+
+@dataclass
+class AnomalyJob(StreamingJob):
+    """``jobs/anomaly_monitor.sql``, unbounded, on fresh topics (points, anomalies, DLQ)."""
+
+    script: Path = REPO / "jobs" / "anomaly_monitor.sql"
+    model: Path = Path()
+
+    def start(self) -> None:
+        create_topics(self.bootstrap, list(self.topics))
+        variables = {
+            "KAFKA_BOOTSTRAP": self.bootstrap,
+            "POINTS_TOPIC": self.topics[0],
+            "ANOMALY_TOPIC": self.topics[1],
+            "DLQ_TOPIC": self.topics[2],
+            "GROUP_ID": f"g-{self.run_id}",
+            "SCAN_BOUNDED_MODE": "unbounded",
+            "ANOMALY_MODEL": str(self.model),
+        }
+        options = RunOptions(target=self.target, variables=variables, wait=False)
+        self.result = run_script(self.script, self.config, options)
+
+    def read(self, isolation: IsolationLevel) -> TopicSnapshot:
+        return read_to_end_offsets(self.bootstrap, self.topics[1], isolation, timeout_s=60.0)
+
+
+def _points() -> list[tuple[str, int, float]]:
+    """Both series interleaved: a daily-ish wave with a level shift in s1 and a spike in s2."""
+    out = []
+    for i in range(N):
+        for series in SERIES:
+            value = 10 + 2 * math.sin(i / 6) + (0.1 * math.cos(i * 1.7))
+            if series == "s1" and i >= 90:
+                value += 5.0
+            if series == "s2" and i == 75:
+                value += 9.0
+            out.append((series, START_MS + i * STEP_MS, value))
+    return out
+
+
+def _record(point: tuple[str, int, float]) -> bytes:
+    series, ts, value = point
+    return json.dumps({"series": series, "ts": ts, "value": value}).encode()
+
+
+def _uninterrupted(model_dir: Path, points: list[tuple[str, int, float]], reset_after: int = -1
+                   ) -> dict[Key, float]:  # fmt: skip
+    """``(series, ts) -> score`` of one run over ``points``; key state dropped after index ``reset_after``."""
+    model = StepModel(model_dir)
+    config = DetectorConfig(model=str(model_dir))
+    dets = {s: SeriesDetector(model, config) for s in SERIES}
+    out: dict[Key, float] = {}
+    for i, (series, ts, value) in enumerate(points):
+        if i == reset_after + 1 and reset_after >= 0:
+            # What a restart without restored state would do: fresh normaliser,
+            # scorer and model state, and the last timestamp forgotten.
+            dets = {s: SeriesDetector(model, config) for s in SERIES}
+        out[(series, ts)] = dets[series].update(ts, value).score
+    return out
+
+
+def _scores(snapshot: TopicSnapshot) -> tuple[dict[Key, float], Counter[Key]]:
+    rows = [json.loads(r.value or b"null") for r in snapshot.records]
+    keys = Counter((r["series"], int(r["ts_ms"])) for r in rows)
+    return {(r["series"], int(r["ts_ms"])): float(r["score"]) for r in rows}, keys
+
+
+@pytest.fixture
+def flink_cluster(tmp_path: Path) -> Iterator[LocalFlinkCluster]:
+    """A standalone cluster with one single-slot TaskManager; logs stay in tmp_path."""
+    with LocalFlinkCluster(tmp_path / "flink", slots=1) as cluster:
+        yield cluster
+
+
+def test_anomaly_state_survives_taskmanager_kill(
+    kafka_broker: LocalKafka, tiny_model: Path, flink_cluster: LocalFlinkCluster
+) -> None:
+    points = _points()
+    records = [_record(p) for p in points]
+    warm = WARM * len(SERIES)
+    job = AnomalyJob(kafka_broker.bootstrap, target=Target(flink_cluster.jobmanager),
+                     model=tiny_model)  # fmt: skip
+    interval_s = job.config.runtime.checkpoint_interval_ms / 1000
+    api = flink_cluster.api
+    job.start()
+    try:
+        job.warm_up(records, warm, timeout_s=150)
+        workers = flink_cluster.taskmanager_children()
+        assert any("beam_boot" in cmd for cmd in workers.values()), workers
+        producer = job.produce_paced(records[warm:], per_second=RATE)
+        assert job.wait_for(lambda n: n >= warm + 20, timeout_s=60) >= warm + 20
+        # Kill halfway between two checkpoints, while scores flow into an open transaction.
+        first_ack = api.latest_checkpoint_ack_ms(job.job_id)
+        assert wait_until(
+            lambda: api.latest_checkpoint_ack_ms(job.job_id) > first_ack, timeout_s=3 * interval_s
+        ), "no checkpoint completed while streaming"
+        before = (api.checkpoints(job.job_id).get("latest") or {}).get("completed") or {}
+        time.sleep(interval_s / 2)
+        committed_at_kill = job.committed()[0]
+        killed = flink_cluster.kill_taskmanager()
+        killed_at_ms = time.time() * 1000
+        died = wait_until(lambda: all(gone(p) for p in [killed.pid, *workers]), 10)
+        flink_cluster.start_taskmanager()
+        restarted = wait_until(lambda: flink_cluster.restarts(job.job_id) >= 1, 120)
+        exceptions = flink_cluster.job_exceptions(job.job_id)
+        producer.join(timeout=60)
+        assert not producer.is_alive()
+        # Every point scored, then two more checkpoints so a late duplicate would be
+        # committed before the job stops.
+        wait_until(lambda: job.committed()[0] >= len(points), 120, interval_s=2.0)
+        seen = completed_checkpoints(api, job.job_id)
+        wait_until(lambda: completed_checkpoints(api, job.job_id) >= seen + 2, 6 * interval_s + 30)
+        restored = (api.checkpoints(job.job_id).get("latest") or {}).get("restored") or {}
+        job.stop(api)
+        committed, raw = job.read("read_committed"), job.read("read_uncommitted")
+        dead = read_to_end_offsets(kafka_broker.bootstrap, job.topics[2], timeout_s=30.0)
+    except BaseException:
+        for e in flink_cluster.job_exceptions(job.job_id)[:3]:
+            print(e.get("exceptionName"), (e.get("stacktrace") or "")[:1500])
+        print(flink_cluster.log_tail())
+        raise
+    finally:
+        job.cancel()
+
+    got, counts = _scores(committed)
+    _, raw_counts = _scores(raw)
+    aborted = len(raw.records) - len(committed.records)
+    print(
+        f"killed {killed.resource_id} after {committed_at_kill} committed; checkpoint "
+        f"{before.get('id')} before, restored {restored.get('id')}; {aborted} aborted record(s)"
+    )
+
+    # Evidence of the fault: the TaskManager and its Python workers died, the job
+    # restarted, recorded the failure and restored a checkpoint taken before the kill.
+    assert died, f"TaskManager {killed.pid} or its workers {sorted(workers)} outlived SIGKILL"
+    assert restarted, f"job did not restart after TaskManager {killed.resource_id} died"
+    assert exceptions, "no failure recorded in the job's exception history"
+    assert before.get("id") is not None, "no checkpoint completed before the kill"
+    assert restored.get("id") is not None, "the job did not restore from a checkpoint"
+    assert int(restored["id"]) >= int(before["id"]), (restored, before)
+    assert not restored.get("is_savepoint"), restored
+    assert int(restored["restore_timestamp"]) > killed_at_ms, (restored, killed_at_ms)
+    # The killed attempt's open transaction: written, never committed, then replayed.
+    assert aborted > 0, "no aborted records: nothing was in flight at the kill"
+    assert any(n > 1 for n in raw_counts.values()), "read_uncommitted shows no replayed point"
+
+    # Outcome: every point scored once, none dead-lettered, with the uninterrupted scores.
+    assert not dead.records, [r.value for r in dead.records]
+    assert all(n == 1 for n in counts.values()), [k for k, n in counts.items() if n > 1]
+    want = _uninterrupted(tiny_model, points)
+    assert set(got) == set(want)
+    worst = max(abs(got[k] - want[k]) for k in want)
+    assert worst <= TOLERANCE, f"scores after recovery differ by up to {worst:.2e}"
+    assert max(want.values()) > 0.1, "the input raised no anomaly score"
+
+    # Negative control: had the key state been lost at the kill, scores would differ.
+    lost = _uninterrupted(tiny_model, points, reset_after=committed_at_kill - 1)
+    assert max(abs(lost[k] - want[k]) for k in want) > 100 * TOLERANCE
