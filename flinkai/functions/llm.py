@@ -1,0 +1,258 @@
+"""What the ``parse_prompt`` and ``llm_complete`` SQL functions do, without PyFlink.
+
+``parse_prompt`` turns a raw Kafka record ``{"id": ..., "prompt": ...}`` into the
+prompt, or a dead-letter reason. ``llm_complete`` renders the prompt with the model's
+chat template, restores the longest cached prefix (:mod:`flinkai.llm.prefix`),
+prefills the rest and decodes greedily. Failures are data: an over-long prompt or
+a decoder error comes back as the row's ``error`` (``reason: detail``), and the job
+routes the row to the dead-letter topic.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from flinkai.config import Config, LlmConfig
+from flinkai.functions.events import Invalid, Reason, decode_object, is_utf8_safe
+from flinkai.llm.prefix import Decoder, PrefixCache, PrefixCompletion
+from flinkai.state import (
+    CodecConfig,
+    InMemorySnapshotStore,
+    KafkaSnapshotStore,
+    KafkaStoreConfig,
+    SnapshotStore,
+)
+
+__all__ = [
+    "CompletionRow",
+    "LlmCompleteFunction",
+    "LlmReason",
+    "Prompt",
+    "PromptModel",
+    "Rejected",
+    "build_store",
+    "parse_options",
+    "parse_prompt",
+]
+
+log = logging.getLogger(__name__)
+
+
+class LlmReason(StrEnum):
+    """Dead-letter reasons of the LLM job, beside the shared :class:`Reason` codes."""
+
+    EMPTY_PROMPT = "empty_prompt"
+    #: Over ``llm.max_prompt_bytes`` before tokenising, or ``llm.max_prompt_tokens`` after.
+    PROMPT_TOO_LONG = "prompt_too_long"
+    #: The options argument is not a JSON object of known, valid options.
+    INVALID_OPTIONS = "invalid_options"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A valid prompt record."""
+
+    id: str
+    prompt: str
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Why a prompt record cannot be completed: a reason code and a detail."""
+
+    reason: str
+    detail: str
+
+
+def parse_prompt(payload: bytes | None, max_prompt_bytes: int) -> Prompt | Rejected:
+    """A raw record value -> :class:`Prompt`, or why it cannot be completed.
+
+    Reasons: those of :func:`~flinkai.functions.events.decode_object` (empty, invalid
+    UTF-8, not JSON, not an object, too deeply nested), ``missing_field``,
+    ``invalid_field``, ``empty_prompt`` and ``prompt_too_long``.
+    """
+    obj = decode_object(payload)
+    if isinstance(obj, Invalid):
+        return Rejected(obj.reason.value, obj.detail)
+    missing = [f for f in ("id", "prompt") if obj.get(f) is None]
+    if missing:
+        return Rejected(Reason.MISSING_FIELD.value, ", ".join(missing))
+    pid, prompt = obj["id"], obj["prompt"]
+    if not isinstance(pid, str | int) or isinstance(pid, bool):
+        return Rejected(Reason.INVALID_FIELD.value, "id must be a string or an integer")
+    if not isinstance(prompt, str):
+        return Rejected(Reason.INVALID_FIELD.value, "prompt must be a string")
+    for name, value in (("id", pid), ("prompt", prompt)):
+        if isinstance(value, str) and not is_utf8_safe(value):
+            return Rejected(Reason.INVALID_FIELD.value, f"{name} holds a lone UTF-16 surrogate")
+    if not prompt.strip():
+        return Rejected(LlmReason.EMPTY_PROMPT.value, "prompt is empty or whitespace")
+    size = len(prompt.encode("utf-8"))
+    if size > max_prompt_bytes:
+        return Rejected(
+            LlmReason.PROMPT_TOO_LONG.value,
+            f"prompt is {size} bytes; limit {max_prompt_bytes} (llm.max_prompt_bytes)",
+        )
+    return Prompt(str(pid), prompt)
+
+
+def parse_options(text: str | None, config: LlmConfig) -> int:
+    """``max_new_tokens`` from the options argument (a JSON object), capped by config.
+
+    Raises:
+        ValueError: Not a JSON object, an unknown key, or a value out of range.
+    """
+    if text is None or not text.strip():
+        return config.max_new_tokens
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"options are not JSON: {e.msg}") from e
+    if not isinstance(options, dict):
+        raise ValueError("options must be a JSON object")
+    unknown = set(options) - {"max_new_tokens"}
+    if unknown:
+        raise ValueError(f"unknown options {sorted(unknown)}; known: max_new_tokens")
+    value = options.get("max_new_tokens", config.max_new_tokens)
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 4096:
+        raise ValueError(f"max_new_tokens must be an integer in 1..4096, got {value!r}")
+    return value
+
+
+class PromptModel(Protocol):
+    """The decoder plus what turns text into ids and back (the real one: ``flinkai.llm``)."""
+
+    @property
+    def decoder(self) -> Decoder: ...
+
+    @property
+    def stop_ids(self) -> Sequence[int]: ...
+
+    def prompt_ids(self, prompt: str) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+
+@dataclass(frozen=True)
+class CompletionRow:
+    """One ``llm_complete`` result; ``error`` is ``reason: detail`` or None."""
+
+    completion: str | None
+    model_version: str | None
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    ttft_ms: float | None
+    error: str | None
+
+
+def build_store(config: Config) -> SnapshotStore | None:
+    """The snapshot store ``llm.store`` names; ``None`` for ``none``."""
+    llm = config.llm
+    if llm.store == "none":
+        return None
+    if llm.store == "memory":
+        # In one process the bytes never leave memory: compressing them buys nothing.
+        return InMemorySnapshotStore(CodecConfig(codec="none"))
+    return KafkaSnapshotStore(
+        KafkaStoreConfig(
+            bootstrap=config.kafka.bootstrap_servers,
+            topic=llm.topic,
+            max_record_bytes=llm.max_record_bytes,
+            cache_max_bytes=llm.cache_max_bytes,
+            cache_ttl_s=llm.cache_ttl_s,
+        )
+    )
+
+
+class LlmCompleteFunction:
+    """Completes prompts with prefix reuse; one instance per worker.
+
+    Args:
+        config: The ``llm`` and ``kafka`` sections are used.
+        model: The loaded model (the real one: :func:`load_prompt_model`).
+        store: The prefix store; by default the one ``llm.store`` names.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        model: PromptModel,
+        store: SnapshotStore | None = None,
+    ) -> None:
+        self.config = config
+        self.model = model
+        self.store = store
+        self.prefix = PrefixCache.for_decoder(
+            model.decoder, store, block_tokens=config.llm.block_tokens, publish=config.llm.publish
+        )
+        # One decoder per worker process; the cache is not safe for concurrent use.
+        self._lock = threading.Lock()
+
+    @property
+    def model_version(self) -> str:
+        return self.model.decoder.model_version
+
+    def __call__(self, prompt: str | None, options: str | None = None) -> CompletionRow:
+        """Complete one prompt; invalid input comes back as the row's error."""
+        llm = self.config.llm
+        if prompt is None:
+            return _error(Reason.MISSING_FIELD.value, "prompt is null")
+        if not prompt.strip():
+            return _error(LlmReason.EMPTY_PROMPT.value, "prompt is empty or whitespace")
+        size = len(prompt.encode("utf-8", "surrogatepass"))
+        if size > llm.max_prompt_bytes:
+            return _error(
+                LlmReason.PROMPT_TOO_LONG.value,
+                f"prompt is {size} bytes; limit {llm.max_prompt_bytes}",
+            )
+        try:
+            max_new = parse_options(options, llm)
+        except ValueError as e:
+            return _error(LlmReason.INVALID_OPTIONS.value, str(e))
+        ids = self.model.prompt_ids(prompt)
+        if len(ids) > llm.max_prompt_tokens:
+            return _error(
+                LlmReason.PROMPT_TOO_LONG.value,
+                f"prompt is {len(ids)} tokens after the chat template; limit "
+                f"{llm.max_prompt_tokens} (llm.max_prompt_tokens)",
+            )
+        with self._lock:
+            done: PrefixCompletion = self.prefix.complete(
+                self.model.decoder, ids, max_new_tokens=max_new, stop_ids=self.model.stop_ids
+            )
+        return CompletionRow(
+            completion=self.model.decode(done.token_ids),
+            model_version=self.model_version,
+            prompt_tokens=done.prompt_tokens,
+            cached_tokens=done.cached_tokens,
+            ttft_ms=round(done.ttft_ms, 3),
+            error=None,
+        )
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+
+def _error(reason: str, detail: str) -> CompletionRow:
+    return CompletionRow(None, None, None, None, None, f"{reason}: {detail}")
+
+
+def stats_summary(fn: LlmCompleteFunction) -> Mapping[str, object]:
+    """Prefix counters for logs and tests."""
+    s = fn.prefix.stats
+    return {
+        "lookups": s.lookups,
+        "hits": s.hits,
+        "restored_tokens": s.restored_tokens,
+        "published_blocks": s.published_blocks,
+        "rejected": dict(s.rejected),
+        "store_errors": dict(s.store_errors),
+    }
