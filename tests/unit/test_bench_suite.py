@@ -5,7 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from flinkai.bench.shared.suite import SuiteEntry, machine_info, run_suite
+from flinkai.bench.anomaly import DETECTORS as ANOMALY_DETECTORS
+from flinkai.bench.anomaly import pick_series
+from flinkai.bench.anomaly import suite_entry as anomaly_entry
+from flinkai.bench.shared.suite import (
+    EntryOutput,
+    EntryResult,
+    SuiteEntry,
+    machine_info,
+    not_run,
+    run_suite,
+)
 from flinkai.bench.suite import collect_entries
 
 MACHINE = {
@@ -63,4 +73,68 @@ def test_embed_and_planners_are_in_the_suite() -> None:
     assert "embed" in names and "plan" in names
     assert "flinkai.bench.suite" not in missing
     embed = entries[names.index("embed")]
-    assert embed.size("quick") == 64 and embed.size("full") is None
+    assert embed.size("quick") == 512 and embed.size("default") == 1200
+    assert embed.size("full") is None
+
+
+def test_drift_recovery_and_anomaly_are_in_the_suite_with_small_quick_sizes() -> None:
+    entries, _ = collect_entries()
+    by_name = {e.name: e for e in entries}
+    assert {"embed", "drift", "recovery", "anomaly", "plan"} <= set(by_name)
+    for name in ("drift", "recovery", "anomaly"):
+        entry = by_name[name]
+        assert set(entry.sizes) == {"quick", "default", "full"}
+        quick, default = entry.size("quick"), entry.size("default")
+        assert quick is not None and (default is None or quick < default)
+    assert by_name["embed"].repeat_count("default") == 3
+    assert by_name["embed"].repeat_count("quick") == 1
+
+
+def test_repeating_entries_get_repeats_and_profile_and_tables_render(tmp_path: Path) -> None:
+    calls: list[tuple[int | None, int, str]] = []
+
+    def run(size: int | None, repeats: int = 1, profile: str = "") -> EntryOutput:
+        calls.append((size, repeats, profile))
+        return EntryOutput(
+            {"matrix": [{"name": "gpu", "rate": not_run(profile)}], "ratios": [{"r": 1.5}]},
+            ["ratios use the steady rate"],
+        )
+
+    entry = SuiteEntry("rep", "repeats", {"quick": 4}, run, repeats={"quick": 2})
+    results = run_suite([entry], "quick", tmp_path, machine=MACHINE, charts=False)
+    assert calls == [(4, 2, "quick")]
+    assert results[0].rows == [{"name": "gpu", "rate": "not run in quick"}]
+    matrix = (tmp_path / "matrix.md").read_text()
+    assert "## rep (size 4, 2 repeats," in matrix and "ratios use the steady rate" in matrix
+    assert "### matrix" in matrix and "| gpu | not run in quick |" in matrix
+    assert "### ratios" in matrix and "| 1.5 |" in matrix
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["benchmarks"][0]["tables"]["ratios"] == [{"r": 1.5}]
+
+
+def test_a_failing_chart_is_noted_and_the_files_are_still_written(tmp_path: Path) -> None:
+    def draw(result: EntryResult, out: Path) -> list[Path]:
+        raise RuntimeError("no axes")
+
+    entry = SuiteEntry("c", "chart fails", {}, lambda s: [{"x": 1}], draw=draw)
+    run_suite([entry], "quick", tmp_path, machine=MACHINE)
+    assert "charts failed: RuntimeError: no axes" in (tmp_path / "matrix.md").read_text()
+
+
+def test_pick_series_spreads_over_the_sorted_keys() -> None:
+    keys = [f"g{i // 4}/s{i:02d}.csv" for i in range(12)]
+    assert pick_series(keys, 3) == ["g0/s02.csv", "g1/s06.csv", "g2/s10.csv"]
+    assert pick_series(keys, None) == sorted(keys) == pick_series(keys, 99)
+
+
+def test_anomaly_entry_on_two_real_nab_series() -> None:
+    output = anomaly_entry.run(2)
+    rows = {r["detector"]: r for r in output.tables[""]}
+    assert set(rows) == set(ANOMALY_DETECTORS)
+    for name in ("zscore", "robust_zscore", "iqr", "hst"):
+        assert isinstance(rows[name]["NAB standard"], float)
+        assert rows[name]["operator step p99 ms"].startswith("n/a (baseline")
+    for name in ("hybrid", "lstm"):  # a number where the model is built, else the reason
+        value = rows[name]["NAB standard"]
+        assert isinstance(value, float) or value.startswith("n/a (")
+    assert "2 NAB series" in output.notes[0]

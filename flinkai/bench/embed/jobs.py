@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from flinkai.bench.embed.stats import (
     event_latencies_ms,
     latency_windows,
@@ -89,6 +91,8 @@ class BoundedRun:
         dead_letter_reasons: ``reason: detail`` of the first dead letters (at most 3).
         output_partitions: Input partition of each embedding record's event (same
             order as ``output_times_s``), so a parallel job's subtasks can be told apart.
+        submitted_s: Wall-clock time (``time.time()``) the job was submitted, on the
+            clock of ``output_times_s``: the start of time-to-all-results.
     """
 
     texts: int
@@ -98,6 +102,7 @@ class BoundedRun:
     output_times_s: list[float] = field(default_factory=list)
     dead_letter_reasons: list[str] = field(default_factory=list)
     output_partitions: list[int] = field(default_factory=list)
+    submitted_s: float | None = None
 
 
 def bounded_job_run(
@@ -116,6 +121,7 @@ def bounded_job_run(
     _create_topics(bootstrap, topics, config)
     produce(bootstrap, topics[0], [_event(f"b-{i}", t, i) for i, t in enumerate(texts)])
     started = time.monotonic()
+    submitted = time.time()
     run_script(
         script,
         config,
@@ -142,6 +148,7 @@ def bounded_job_run(
         [r.timestamp_ms / 1000.0 for r in out],
         reasons,
         [partition_of.get(_user_id(r.value), 0) for r in out],
+        submitted,
     )
 
 
@@ -167,6 +174,7 @@ class LatencyRun:
         paced_from_s / paced_to_s: Wall-clock times of the first and last measured send.
         warmup_paced: Events of the paced warm-up (same rate, before the measured ones).
         warmup_p99_ms: Their p99 latency: what a freshly started job shows (JIT, caches).
+        p95_ms: p95 of the same latencies as ``p50_ms``.
     """
 
     rate: float
@@ -185,6 +193,7 @@ class LatencyRun:
     paced_to_s: float = 0.0
     warmup_paced: int = 0
     warmup_p99_ms: float | None = None
+    p95_ms: float | None = None
 
 
 class _ResultWatcher:
@@ -382,6 +391,7 @@ def latency_job_run(
         paced_to_s=max(produced.values(), default=0.0),
         warmup_paced=len(produced_warm),
         warmup_p99_ms=percentiles(warm_latencies)[1],
+        p95_ms=float(np.percentile(latencies, 95)) if latencies else None,
     )
 
 

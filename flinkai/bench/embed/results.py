@@ -12,7 +12,14 @@ __all__ = ["NAME_WIDTH", "JobSettings", "VariantResult", "fmt", "print_table"]
 
 @dataclass
 class VariantResult:
-    """One row of the matrix."""
+    """One row of the matrix.
+
+    Attributes:
+        texts_per_s: Steady throughput, start-up excluded (after the first output).
+        all_results_s: Time to all results, start-up included: from the start of the
+            processor (job submission, session create, pipeline start) to its last
+            output. ``texts / all_results_s`` is the end-to-end rate.
+    """
 
     name: str
     texts: int = 0
@@ -22,6 +29,7 @@ class VariantResult:
     peak_rss_mb: float | None = None
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    all_results_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import numpy as np
 __all__ = [
     "DEFAULT_BURST_S",
     "SteadyRate",
+    "batch_steady_rate",
     "cpu_between",
     "event_latencies_ms",
     "half_rate",
@@ -138,6 +139,28 @@ def steady_rate(
         subtask_rates=rates,
         subtask_outputs={g: len(times) for g, times in sorted(by_group.items())},
     )
+
+
+def batch_steady_rate(
+    batch_ends_s: Sequence[float], batch_sizes: Sequence[int]
+) -> tuple[float, tuple[float, float]] | None:
+    """Steady rate of a loop that emits results batch by batch, start-up excluded.
+
+    The loop's counterpart of :func:`steady_span`: the first batch is start-up (its
+    call allocates the session's buffers), as a job's first output flush is. The rate
+    is the items of every later batch over the time from the end of the first batch
+    to the end of the last.
+
+    Returns:
+        ``(items per second, (first end, last end))``, or ``None`` with fewer than
+        two batches.
+    """
+    if len(batch_ends_s) != len(batch_sizes):
+        raise ValueError(f"{len(batch_ends_s)} batch times but {len(batch_sizes)} sizes")
+    if len(batch_ends_s) < 2 or batch_ends_s[-1] <= batch_ends_s[0]:
+        return None
+    first, last = batch_ends_s[0], batch_ends_s[-1]
+    return sum(batch_sizes[1:]) / (last - first), (first, last)
 
 
 def two_run_rate(small_texts: int, small_s: float, full_texts: int, full_s: float) -> float | None:

@@ -14,6 +14,7 @@ import numpy as np
 
 from flinkai.bench.embed.results import VariantResult
 from flinkai.bench.embed.stats import (
+    batch_steady_rate,
     cpu_between,
     percentiles,
     steady_rate,
@@ -22,7 +23,7 @@ from flinkai.bench.embed.stats import (
 from flinkai.bench.shared.rss import RssSampler
 from flinkai.paths import bundled_udf_dir
 
-__all__ = ["SMALL_RUN", "VARIANTS", "repo"]
+__all__ = ["BEAM_OUTPUT_TIMES", "SMALL_RUN", "VARIANTS", "repo"]
 
 SMALL_RUN = 64
 
@@ -43,31 +44,40 @@ def _config(overrides: dict[str, dict[str, Any]] | None) -> Any:
 
 
 def _raw_ort(texts: list[str], args: dict[str, Any]) -> VariantResult:
-    """A plain loop over the ORT session: tokenise, sort by length, pad, run. The limit."""
+    """A plain loop over the ORT session: tokenise, sort by length, pad, run. The limit.
+
+    ``args``: ``batch_size``, ``threads`` (0: ORT picks) and ``variant`` (fp32, int8,
+    fp16; default fp32). A variant whose file was not built is ``n/a`` with the reason.
+    """
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
     from flinkai.models.artifacts import load_artifacts
+    from flinkai.models.errors import ArtifactError
 
     config = _config(None)
-    artifacts = load_artifacts(config.model)
+    variant = str(args.get("variant", "fp32"))
     batch = int(args["batch_size"])
+    name = str(args.get("name") or f"raw ORT {variant}, batch {batch}, length-sorted")
+    artifacts = load_artifacts(config.model)
+    try:
+        model_file = artifacts.model_file(variant)
+    except ArtifactError as e:
+        return VariantResult(name, note=f"n/a ({e}; build it with flinkai model quantize)")
     options = ort.SessionOptions()
     options.intra_op_num_threads = int(args.get("threads", 0))
     t0 = time.perf_counter()
-    session = ort.InferenceSession(
-        str(artifacts.model_path), options, providers=["CPUExecutionProvider"]
-    )
+    session = ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
     t1 = time.perf_counter()
     tok = Tokenizer.from_file(str(artifacts.tokenizer_path))
     tok.enable_truncation(config.model.max_seq_length)
     t2 = time.perf_counter()
     latencies = []
+    ends: list[float] = []
+    sizes: list[int] = []
+    cpu_at_end: list[float] = []
     out = np.empty((len(texts), config.model.dim), dtype=np.float32)
-    first_batch_s = None
-    start = time.perf_counter()  # tokenising is part of the work
-    cpu_start = time.process_time()
-    encodings = tok.encode_batch(texts)
+    encodings = tok.encode_batch(texts)  # tokenising is part of the work
     ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
     order = np.argsort([len(i) for i in ids], kind="stable")
     for lo in range(0, len(order), batch):
@@ -87,26 +97,38 @@ def _raw_ort(texts: list[str], args: dict[str, Any]) -> VariantResult:
                 "token_type_ids": np.zeros_like(input_ids),
             },
         )[0]
-        latencies.append((time.perf_counter() - b0) * 1000)
-        first_batch_s = first_batch_s or latencies[0] / 1000
-    total = time.perf_counter() - start
-    cpu_s = time.process_time() - cpu_start
+        ends.append(time.perf_counter())
+        cpu_at_end.append(time.process_time())
+        sizes.append(len(idx))
+        latencies.append((ends[-1] - b0) * 1000)
+    steady = batch_steady_rate(ends, sizes)
+    extra: dict[str, Any] = {
+        "variant": variant,
+        "first_output_s": ends[0] - t0 if ends else None,
+        "cold_start_s": {
+            "session_create": t1 - t0,
+            "tokenizer_load": t2 - t1,
+            "first_batch": latencies[0] / 1000 if latencies else None,
+        },
+    }
+    if steady is not None:
+        # CPU of the steady phase only, as for the job rows.
+        extra["cpu_ms_per_text"] = (cpu_at_end[-1] - cpu_at_end[0]) * 1000 / sum(sizes[1:])
     p50, p99 = percentiles(latencies)
     return VariantResult(
-        f"raw ORT fp32, batch {batch}, length-sorted",
+        name,
         len(texts),
-        len(texts) / total,
+        steady[0] if steady is not None else None,
         p50,
         p99,
-        note=f"latency per batch; intra-op threads {options.intra_op_num_threads}",
-        extra={
-            "cpu_ms_per_text": cpu_s * 1000 / len(texts),
-            "cold_start_s": {
-                "session_create": t1 - t0,
-                "tokenizer_load": t2 - t1,
-                "first_batch": first_batch_s,
-            },
-        },
+        note=(
+            f"latency per batch; intra-op threads {options.intra_op_num_threads}; "
+            "steady rate after the first batch"
+            if steady is not None
+            else "n/a (fewer than two batches; use more texts)"
+        ),
+        extra=extra,
+        all_results_s=ends[-1] - t0 if ends else None,
     )
 
 
@@ -202,22 +224,51 @@ def _beam(texts: list[str], args: dict[str, Any]) -> VariantResult:
         min_batch_size=batch,
         max_batch_size=batch,
     )
-    start = time.perf_counter()
+    BEAM_OUTPUT_TIMES.clear()
+    start = time.time()
     with beam.Pipeline() as p:
         _ = (
             p
             | beam.Create(texts)
             | beam.Map(to_array)
             | RunInference(handler)
+            | beam.Map(_note_beam_output)
             | beam.combiners.Count.Globally()
         )
-    seconds = time.perf_counter() - start
+    end = time.time()
+    times = list(BEAM_OUTPUT_TIMES)
+    extra: dict[str, Any] = {"outputs": len(times), "pipeline_seconds": end - start}
+    if times:
+        extra["first_output_s"] = min(times) - start
+    # The job's rule: records after the first output flush over first-to-last output.
+    steady = steady_rate(times) if times else None
+    if steady is not None and steady.window is not None and RssSampler.active is not None:
+        w0, w1 = steady.window
+        cpu = cpu_between(RssSampler.active.cpu_series, w0, w1)
+        if cpu is not None:
+            extra["cpu_ms_per_text"] = cpu / (w1 - w0) * 1000 / steady.rate
+    missing = len(texts) - len(times)
     return VariantResult(
         f"Beam RunInference (ONNX handler, DirectRunner, batch {batch})",
         len(texts),
-        len(texts) / seconds,
-        note=f"padded to {width} tokens",
+        steady.rate if steady is not None else None,
+        note=f"padded to {width} tokens; steady rate after the first output batch"
+        + (f"; {missing} results missing" if missing else ""),
+        extra=extra,
+        all_results_s=(max(times) if times else end) - start,
     )
+
+
+#: Wall-clock time of each RunInference result, noted by :func:`_note_beam_output`.
+#: The DirectRunner runs the pipeline in this process, so the DoFn appends here.
+BEAM_OUTPUT_TIMES: list[float] = []
+
+
+def _note_beam_output(result: Any) -> Any:
+    from flinkai.bench.embed import variants
+
+    variants.BEAM_OUTPUT_TIMES.append(time.time())
+    return result
 
 
 def _udf_dirs(args: dict[str, Any]) -> tuple[Path, ...]:
@@ -283,12 +334,18 @@ def _measure_job(texts: list[str], config: Any, args: dict[str, Any]) -> Variant
         submitted = time.time()
         full = bounded_job_run(texts, bootstrap, config, script, variables, udf_dirs)
     extra["job_seconds"] = full.job_seconds
+    extra["dead_letters"] = full.dead_letters
+    extra["missing"] = len(texts) - full.embedded - full.dead_letters
+    if full.submitted_s is not None:
+        submitted = full.submitted_s
+    all_results_s = max(full.output_times_s) - submitted if full.output_times_s else None
     if full.output_times_s:
         extra["first_output_after_submit_s"] = min(full.output_times_s) - submitted
     if full.embedded != len(texts):
         return VariantResult(
             name,
             len(texts),
+            all_results_s=all_results_s,
             note=(
                 f"incomplete: {full.embedded}/{len(texts)} embedded, "
                 f"{full.dead_letters} dead letters ({'; '.join(full.dead_letter_reasons)})"
@@ -319,6 +376,7 @@ def _measure_job(texts: list[str], config: Any, args: dict[str, Any]) -> Variant
             len(texts),
             note="n/a (fewer than two output flushes; use more texts)",
             extra=extra,
+            all_results_s=all_results_s,
         )
     first = extra.get("first_output_after_submit_s")
     notes.insert(
@@ -327,7 +385,9 @@ def _measure_job(texts: list[str], config: Any, args: dict[str, Any]) -> Variant
         if first is not None
         else "after 1st output",
     )
-    return VariantResult(name, len(texts), rate, note="; ".join(notes), extra=extra)
+    return VariantResult(
+        name, len(texts), rate, note="; ".join(notes), extra=extra, all_results_s=all_results_s
+    )
 
 
 def _latency(texts: list[str], args: dict[str, Any]) -> VariantResult:

@@ -1,14 +1,31 @@
 """The benchmark suite: entries, the machine they ran on, and the files a run writes.
 
 A benchmark joins the suite by exposing ``suite_entry`` (a :class:`SuiteEntry`) in its
-module. :func:`run_suite` runs the entries of one profile in order, with a progress
-bar, and writes into the output folder:
+module and listing the module in :data:`flinkai.bench.BENCHMARKS`. The smallest entry::
+
+    suite_entry = SuiteEntry(
+        name="mybench",
+        description="One line for the matrix.",
+        sizes={"quick": 10, "default": 100, "full": None},  # None: the whole set
+        run=lambda size: [{"name": "a", "items_per_s": 12.5}],
+        chart=("name", "items_per_s"),
+    )
+
+``run(size)`` returns rows (flat dicts, one table) or an :class:`EntryOutput` (several
+named tables plus notes). An entry that sets ``repeats`` per profile is called as
+``run(size, repeats=n, profile=name)`` and does its own repeating (it knows which figures pair up
+within a repeat). A value that is missing says why: put the reason in the cell as
+text (``"n/a (no GPU)"``, ``"not run in quick"``); ``None`` prints as ``-``.
+
+:func:`run_suite` runs the entries of one profile in order, with a progress bar, and
+writes into the output folder:
 
 - ``results.json``: the machine (CPU model, cores, memory, GPU, versions of flinkai,
-  Flink, ONNX Runtime and Python), the profile and every entry's rows;
-- ``matrix.md``: one Markdown table per entry;
-- ``<entry>.png``: a bar chart per entry that names a value column. Rows without a
-  value (``n/a``) are left out of the chart, never drawn as zero.
+  Flink, ONNX Runtime and Python), the profile and every entry's tables and notes;
+- ``matrix.md``: the machine, then per entry its notes and tables;
+- ``<entry>.png``: a bar chart of the entry's first table when it names a value
+  column (rows without a number are left out, never drawn as zero), plus whatever
+  the entry's own ``draw`` writes.
 
 An entry that raises is recorded as failed and the others still run.
 """
@@ -27,10 +44,12 @@ from typing import Any, Literal
 
 __all__ = [
     "PROFILES",
+    "EntryOutput",
     "EntryResult",
     "Profile",
     "SuiteEntry",
     "machine_info",
+    "not_run",
     "render_matrix",
     "run_suite",
     "write_charts",
@@ -42,6 +61,46 @@ PROFILES: tuple[Profile, ...] = ("quick", "default", "full")
 Row = dict[str, Any]
 
 
+def not_run(profile: str) -> str:
+    """The cell text of a figure a profile leaves out."""
+    return f"not run in {profile}"
+
+
+@dataclass
+class EntryOutput:
+    """What an entry's ``run`` may return instead of plain rows.
+
+    Attributes:
+        tables: Title -> rows, in print order; the first table is the one charted.
+        notes: Lines printed above the tables (what each figure means, caveats).
+    """
+
+    tables: dict[str, list[Row]]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EntryResult:
+    """What one entry produced in a run.
+
+    Attributes:
+        rows: The first table (what the bar chart draws).
+        tables: Every table, by title.
+        repeats: How often the entry repeated its measurements (1 unless it sets
+            ``repeats``).
+    """
+
+    name: str
+    description: str
+    size: int | None
+    seconds: float = 0.0
+    rows: list[Row] = field(default_factory=list)
+    error: str | None = None
+    tables: dict[str, list[Row]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    repeats: int = 1
+
+
 @dataclass(frozen=True)
 class SuiteEntry:
     """One benchmark as the suite sees it.
@@ -50,30 +109,35 @@ class SuiteEntry:
         name: Short name (file names, table titles).
         description: One line for the matrix.
         sizes: Problem size per profile (texts, seeds, ...); None means the whole set.
-        run: Runs the benchmark at a size and returns its rows (flat dicts).
+        run: ``run(size)`` (``run(size, repeats=n, profile=name)`` when ``repeats`` is set)
+            returns rows (flat dicts) or an :class:`EntryOutput`.
         chart: ``(label column, value column)`` for a bar chart, or None.
+        repeats: Repeats per profile; empty: the entry does not repeat.
+        draw: Extra charts: ``draw(result, folder)`` writes PNGs and returns their paths.
     """
 
     name: str
     description: str
     sizes: Mapping[str, int | None]
-    run: Callable[[int | None], list[Row]]
+    run: Callable[..., list[Row] | EntryOutput]
     chart: tuple[str, str] | None = None
+    repeats: Mapping[str, int] = field(default_factory=dict)
+    draw: Callable[[EntryResult, Path], list[Path]] | None = None
 
     def size(self, profile: Profile) -> int | None:
         return self.sizes.get(profile)
 
+    def repeat_count(self, profile: Profile) -> int:
+        return self.repeats.get(profile, 1)
 
-@dataclass
-class EntryResult:
-    """What one entry produced in a run."""
-
-    name: str
-    description: str
-    size: int | None
-    seconds: float = 0.0
-    rows: list[Row] = field(default_factory=list)
-    error: str | None = None
+    def execute(self, profile: Profile) -> EntryOutput:
+        """Run at the profile's size (and repeats); plain rows become one table."""
+        size = self.size(profile)
+        if self.repeats:
+            out = self.run(size, repeats=self.repeat_count(profile), profile=profile)
+        else:
+            out = self.run(size)
+        return out if isinstance(out, EntryOutput) else EntryOutput({"": list(out)})
 
 
 def _version(dist: str) -> str | None:
@@ -149,22 +213,37 @@ def render_matrix(results: Sequence[EntryResult], machine: Mapping[str, Any]) ->
         f"{_cell(machine['memory_gib'])} GiB; GPU: {gpu}. {versions}.",
     ]
     for result in results:
-        lines += ["", f"## {result.name} (size {_cell(result.size)}, {result.seconds:.0f} s)", ""]
+        runs = "" if result.repeats == 1 else f", {result.repeats} repeats"
+        lines += [
+            "",
+            f"## {result.name} (size {_cell(result.size)}{runs}, {result.seconds:.0f} s)",
+            "",
+        ]
         lines.append(result.description)
         if result.error:
             lines += ["", f"failed: {result.error}"]
             continue
-        if not result.rows:
+        lines += [f"\n{note}" for note in result.notes]
+        tables = result.tables or {"": result.rows}
+        if not any(tables.values()):
             lines += ["", "no rows"]
             continue
-        columns = list(dict.fromkeys(k for row in result.rows for k in row))
-        lines += [
-            "",
-            "| " + " | ".join(columns) + " |",
-            "|" + "---|" * len(columns),
-            *("| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in result.rows),
-        ]
+        for title, rows in tables.items():
+            if title:
+                lines += ["", f"### {title}"]
+            lines += ["", *_table(rows)]
     return "\n".join(lines) + "\n"
+
+
+def _table(rows: Sequence[Row]) -> list[str]:
+    if not rows:
+        return ["no rows"]
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    return [
+        "| " + " | ".join(columns) + " |",
+        "|" + "---|" * len(columns),
+        *("| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in rows),
+    ]
 
 
 def write_charts(
@@ -180,7 +259,14 @@ def write_charts(
     written = []
     for entry in entries:
         result = by_name.get(entry.name)
-        if entry.chart is None or result is None or result.error:
+        if result is None or result.error:
+            continue
+        if entry.draw is not None:
+            try:
+                written += entry.draw(result, out)
+            except Exception as e:  # a chart must not lose the results already written
+                result.notes.append(f"charts failed: {type(e).__name__}: {e}")
+        if entry.chart is None:
             continue
         label, value = entry.chart
         points = [
@@ -221,14 +307,24 @@ def run_suite(
     bar = tqdm(entries, desc=f"suite ({profile})", unit="benchmark")
     for entry in bar:
         bar.set_postfix_str(entry.name)
-        result = EntryResult(entry.name, entry.description, entry.size(profile))
+        result = EntryResult(
+            entry.name,
+            entry.description,
+            entry.size(profile),
+            repeats=entry.repeat_count(profile),
+        )
         t0 = time.perf_counter()
         try:
-            result.rows = entry.run(result.size)
+            output = entry.execute(profile)
+            result.tables, result.notes = output.tables, output.notes
+            result.rows = next(iter(output.tables.values()), [])
         except Exception as e:  # one broken benchmark must not lose the others' rows
             result.error = f"{type(e).__name__}: {e}"
         result.seconds = time.perf_counter() - t0
         results.append(result)
+    # Charts first: a chart that fails leaves a note in the files written below.
+    if charts:
+        write_charts(entries, results, out)
     payload = {
         "profile": profile,
         "started": started,
@@ -238,6 +334,4 @@ def run_suite(
     }
     (out / "results.json").write_text(json.dumps(payload, indent=2, default=str))
     (out / "matrix.md").write_text(render_matrix(results, info))
-    if charts:
-        write_charts(entries, results, out)
     return results
