@@ -14,7 +14,7 @@ from pathlib import Path
 
 from flinkai.config import KafkaSecurityConfig
 from flinkai.kafka.errors import BrokerUnavailableError, KafkaAuthError
-from flinkai.kafka.security import describe_listener
+from flinkai.kafka.security import describe_listener, key_password
 
 __all__ = ["check_access"]
 
@@ -28,7 +28,9 @@ def _tls_handshake(host: str, port: int, sec: KafkaSecurityConfig, timeout_s: fl
     context = ssl.create_default_context(cafile=sec.ca_file or None)
     if sec.cert_file:
         context.load_cert_chain(
-            str(Path(sec.cert_file).expanduser()), str(Path(sec.key_file).expanduser())
+            str(Path(sec.cert_file).expanduser()),
+            str(Path(sec.key_file).expanduser()),
+            password=key_password(sec),
         )
     with (
         socket.create_connection((host, port), timeout=timeout_s) as raw,

@@ -15,12 +15,13 @@ from typing import Any
 
 from flinkai.config import KafkaSecurityConfig
 from flinkai.errors import ConfigError
-from flinkai.security import read_secret, register_secret
+from flinkai.security import read_secret
 
 __all__ = [
     "SHADED_PREFIX",
     "describe_listener",
     "flink_table_options",
+    "key_password",
     "python_client_options",
     "secure_statement",
 ]
@@ -33,12 +34,23 @@ _LOGIN_MODULES = {
     "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
     "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
 }
+#: Kafka's own config providers, relocated in the connector jar like the client.
+_ENV_PROVIDER = "org.apache.kafka.common.config.provider.EnvVarConfigProvider"
+_DIR_PROVIDER = "org.apache.kafka.common.config.provider.DirectoryConfigProvider"
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KAFKA_CONNECTOR_RE = re.compile(r"'connector'\s*=\s*'(?:upsert-)?kafka'", re.I)
 _WITH_RE = re.compile(r"\bWITH\s*\(", re.I)
 
 
 def _password(sec: KafkaSecurityConfig) -> str:
     return read_secret("kafka.security.password", sec.password_env, sec.password_file)
+
+
+def key_password(sec: KafkaSecurityConfig) -> str | None:
+    """Password of the encrypted client key, or ``None`` for an unencrypted one."""
+    if not (sec.key_password_env or sec.key_password_file):
+        return None
+    return read_secret("kafka.security.key_password", sec.key_password_env, sec.key_password_file)
 
 
 def _jaas_quote(value: str) -> str:
@@ -53,40 +65,138 @@ def describe_listener(sec: KafkaSecurityConfig, bootstrap: str) -> str:
     return text
 
 
+class _References:
+    """Kafka config-provider placeholders for secrets, and the provider options they need.
+
+    The Kafka client inside the Flink connector resolves ``${env:NAME}`` (environment
+    variable) and ``${dir:/folder:file}`` (whole file) when it is created, on the
+    JobManager or TaskManager that runs it. Table options, and so the compiled plan
+    and the job graph, carry only these placeholders. Each provider is limited to the
+    variables and folders named here.
+    """
+
+    def __init__(self, shaded_prefix: str) -> None:
+        self._prefix = shaded_prefix
+        self._env: list[str] = []
+        self._dirs: list[str] = []
+
+    def secret(self, what: str, env_name: str, file_path: str) -> str:
+        """Placeholder for the secret in ``file_path``, else in ``$env_name``.
+
+        The secret is read here too, so a missing variable or file fails on the
+        client, and its value is registered for redaction.
+
+        Raises:
+            ConfigError: The reference does not resolve here, or cannot be written
+                as a placeholder (a ``:`` or brace in the path, an odd variable name),
+                or the file ends with a line break, which the Kafka client would keep.
+        """
+        read_secret(what, env_name, file_path)
+        if file_path:
+            path = Path(file_path).expanduser().absolute()
+            if path.read_bytes().endswith((b"\n", b"\r")):
+                raise ConfigError(
+                    f"{what}: secret file {path} ends with a line break; the Kafka client "
+                    "reads it verbatim (write it with printf '%s', or "
+                    "kubectl create secret --from-literal)"
+                )
+            return self.file(what, path)
+        if not _ENV_NAME_RE.fullmatch(env_name):
+            raise ConfigError(f"{what}: {env_name!r} is not an environment variable name")
+        if env_name not in self._env:
+            self._env.append(env_name)
+        return f"${{env:{env_name}}}"
+
+    def file(self, what: str, path: Path) -> str:
+        """Placeholder for the whole content of ``path`` (a PEM key, say)."""
+        folder, name = str(path.parent), path.name
+        if any(c in folder + name for c in ":{}"):
+            raise ConfigError(
+                f"{what}: {path} holds ':', '{{' or '}}', which a Kafka config "
+                "placeholder cannot carry; move the file"
+            )
+        if folder not in self._dirs:
+            self._dirs.append(folder)
+        return f"${{dir:{folder}:{name}}}"
+
+    def options(self) -> dict[str, str]:
+        """``properties.config.providers*`` options for the placeholders made so far."""
+        out: dict[str, str] = {}
+        names = []
+        if self._env:
+            names.append("env")
+            out["properties.config.providers.env.class"] = self._prefix + _ENV_PROVIDER
+            alternatives = "|".join(self._env)
+            out["properties.config.providers.env.param.allowlist.pattern"] = f"^({alternatives})$"
+        if self._dirs:
+            names.append("dir")
+            out["properties.config.providers.dir.class"] = self._prefix + _DIR_PROVIDER
+            out["properties.config.providers.dir.param.allowed.paths"] = ",".join(self._dirs)
+        if names:
+            out["properties.config.providers"] = ",".join(names)
+        return out
+
+
 def flink_table_options(
     sec: KafkaSecurityConfig, shaded_prefix: str = SHADED_PREFIX
 ) -> dict[str, str]:
-    """``properties.*`` options of a Flink Kafka table; empty for ``PLAINTEXT``."""
+    """``properties.*`` options of a Flink Kafka table; empty for ``PLAINTEXT``.
+
+    Secrets (the SASL password, the client key and its password) appear only as
+    Kafka config-provider placeholders; see :class:`_References`. File paths and
+    public certificates are plain options.
+
+    Raises:
+        ConfigError: A secret reference does not resolve on this machine.
+    """
     if sec.protocol == "PLAINTEXT":
         return {}
+    refs = _References(shaded_prefix)
     out: dict[str, str] = {"properties.security.protocol": sec.protocol}
     if sec.sasl:
         module = shaded_prefix + _LOGIN_MODULES[sec.sasl_mechanism]
+        password = refs.secret("kafka.security.password", sec.password_env, sec.password_file)
+        if any(c in _password(sec) for c in '"\\'):
+            # The client puts the resolved value inside the quotes of the JAAS line
+            # unescaped, so these two characters would break (or alter) it.
+            raise ConfigError(
+                "kafka.security.password holds a double quote or a backslash, which "
+                "a Kafka client cannot take by reference in sasl.jaas.config"
+            )
         out["properties.sasl.mechanism"] = sec.sasl_mechanism
         out["properties.sasl.jaas.config"] = (
-            f'{module} required username="{_jaas_quote(sec.username)}" '
-            f'password="{_jaas_quote(_password(sec))}";'
+            f'{module} required username="{_jaas_quote(sec.username)}" password="{password}";'
         )
     if sec.tls and sec.ca_file:
         out["properties.ssl.truststore.type"] = "PEM"
         out["properties.ssl.truststore.location"] = str(Path(sec.ca_file).expanduser())
     if sec.tls and sec.cert_file:
-        # Kafka's PEM key store wants key and chain in one file, or both inline.
-        key = _read_pem(sec.key_file, "kafka.security.key_file")
-        register_secret(key)
+        # Kafka's PEM key store takes key and chain inline (or together in one file);
+        # inline placeholders keep them in their own files until the client reads them.
+        key = _existing(sec.key_file, "kafka.security.key_file")
+        chain = _existing(sec.cert_file, "kafka.security.cert_file")
         out["properties.ssl.keystore.type"] = "PEM"
-        out["properties.ssl.keystore.certificate.chain"] = _read_pem(
-            sec.cert_file, "kafka.security.cert_file"
+        out["properties.ssl.keystore.certificate.chain"] = refs.file(
+            "kafka.security.cert_file", chain
         )
-        out["properties.ssl.keystore.key"] = key
+        out["properties.ssl.keystore.key"] = refs.file("kafka.security.key_file", key)
+        if sec.key_password_env or sec.key_password_file:
+            out["properties.ssl.key.password"] = refs.secret(
+                "kafka.security.key_password", sec.key_password_env, sec.key_password_file
+            )
+    out.update(refs.options())
     return out
 
 
-def _read_pem(path: str, what: str) -> str:
+def _existing(path: str, what: str) -> Path:
+    """``path`` made absolute, once it is known to be a readable file here."""
+    full = Path(path).expanduser().absolute()
     try:
-        return Path(path).expanduser().read_text(encoding="ascii")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{what}: cannot read {path}: {e}") from None
+        with full.open("rb"):
+            pass
+    except OSError as e:
+        raise ConfigError(f"{what}: cannot read {full}: {e.strerror}") from None
+    return full
 
 
 def python_client_options(sec: KafkaSecurityConfig) -> dict[str, Any]:
@@ -104,6 +214,9 @@ def python_client_options(sec: KafkaSecurityConfig) -> dict[str, Any]:
         if sec.cert_file:
             out["ssl_certfile"] = str(Path(sec.cert_file).expanduser())
             out["ssl_keyfile"] = str(Path(sec.key_file).expanduser())
+            password = key_password(sec)
+            if password is not None:
+                out["ssl_password"] = password
     return out
 
 

@@ -42,7 +42,11 @@ from flinkai.runtime.script import (
     parse_set,
     substitute,
 )
-from flinkai.runtime.security import check_kafka_logins, kafka_table_options
+from flinkai.runtime.security import (
+    check_jvm_environment,
+    check_kafka_logins,
+    kafka_table_options,
+)
 from flinkai.security import redact
 
 __all__ = ["RunOptions", "RunResult", "default_udf_dirs", "load_script", "run_script"]
@@ -331,6 +335,8 @@ def run_script(
     if options.probe_kafka:
         check_kafka_logins(script, config)
     secure = kafka_table_options(config)
+    if options.target.is_local and not options.explain:
+        check_jvm_environment(config)
     settings = flink_settings(config, jars, list(udf_dirs), options.target)
     _check_guarantees(script, settings, options, config)
     started = time.monotonic()

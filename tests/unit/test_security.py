@@ -71,16 +71,104 @@ def test_read_secret_prefers_the_file_and_names_only_the_reference(tmp_path: Pat
     assert CANARY not in str(e.value)
 
 
-def test_flink_options_use_the_shaded_login_module(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("T_SEC_PW", 'pa"ss' + CANARY)
+def test_flink_options_name_the_password_by_env_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("T_SEC_PW", CANARY)
     opts = flink_table_options(_scram())
     assert opts["properties.security.protocol"] == "SASL_SSL"
     assert opts["properties.sasl.mechanism"] == "SCRAM-SHA-512"
     jaas = opts["properties.sasl.jaas.config"]
     assert jaas.startswith(SHADED_PREFIX + "org.apache.kafka.common.security.scram.")
-    assert 'password="pa\\"ss' in jaas  # quotes escaped for JAAS
+    assert jaas.endswith('username="alice" password="${env:T_SEC_PW}";')
+    assert opts["properties.config.providers"] == "env"
+    assert opts["properties.config.providers.env.class"] == (
+        SHADED_PREFIX + "org.apache.kafka.common.config.provider.EnvVarConfigProvider"
+    )
+    # the provider may read this one variable and no other
+    assert opts["properties.config.providers.env.param.allowlist.pattern"] == "^(T_SEC_PW)$"
     assert opts["properties.ssl.truststore.type"] == "PEM"
     assert opts["properties.ssl.truststore.location"] == "/etc/ca.pem"
+    assert leaks(CANARY, {"table options": json.dumps(opts)}) == []
+
+
+def test_flink_options_name_a_password_file_by_dir_reference(tmp_path: Path) -> None:
+    secret = tmp_path / "secrets" / "password"
+    secret.parent.mkdir()
+    secret.write_text(CANARY)
+    sec = KafkaSecurityConfig(
+        protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        username="alice",
+        password_env="UNSET_BUT_THE_FILE_WINS",
+        password_file=str(secret),
+    )
+    opts = flink_table_options(sec)
+    assert f'password="${{dir:{secret.parent}:password}}";' in opts["properties.sasl.jaas.config"]
+    assert opts["properties.config.providers"] == "dir"
+    assert opts["properties.config.providers.dir.param.allowed.paths"] == str(secret.parent)
+    assert leaks(CANARY, {"table options": json.dumps(opts)}) == []
+
+
+def test_secret_references_the_client_could_not_resolve_are_rejected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = tmp_path / "password"
+    secret.write_text(CANARY + "\n")  # the Kafka client would keep the line break
+
+    def by_file(path: Path) -> KafkaSecurityConfig:
+        return KafkaSecurityConfig(
+            protocol="SASL_SSL",
+            sasl_mechanism="SCRAM-SHA-512",
+            username="u",
+            password_file=str(path),
+        )
+
+    with pytest.raises(ConfigError, match="ends with a line break"):
+        flink_table_options(by_file(secret))
+    odd = tmp_path / "a:b"
+    odd.mkdir()
+    (odd / "pw").write_text(CANARY)
+    with pytest.raises(ConfigError, match="placeholder cannot carry"):
+        flink_table_options(by_file(odd / "pw"))
+    monkeypatch.setenv("T_SEC_PW", 'pa"ss' + CANARY)
+    with pytest.raises(ConfigError, match="double quote") as e:
+        flink_table_options(_scram())
+    monkeypatch.delenv("T_SEC_PW")
+    with pytest.raises(ConfigError, match="T_SEC_PW is empty or unset"):
+        flink_table_options(_scram())
+    assert CANARY not in str(e.value)
+
+
+def test_mtls_key_and_its_password_travel_as_references(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key, cert = tmp_path / "tls" / "client.key", tmp_path / "tls" / "client.pem"
+    key.parent.mkdir()
+    key.write_text(f"-----BEGIN ENCRYPTED PRIVATE KEY-----\n{CANARY}\n-----END")
+    cert.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    monkeypatch.setenv("T_KEY_PW", CANARY[::-1])
+    sec = KafkaSecurityConfig(
+        protocol="SSL",
+        ca_file="/etc/ca.pem",
+        cert_file=str(cert),
+        key_file=str(key),
+        key_password_env="T_KEY_PW",
+    )
+    opts = flink_table_options(sec)
+    folder = key.parent
+    assert opts["properties.ssl.keystore.type"] == "PEM"
+    assert opts["properties.ssl.keystore.key"] == f"${{dir:{folder}:client.key}}"
+    assert opts["properties.ssl.keystore.certificate.chain"] == f"${{dir:{folder}:client.pem}}"
+    assert opts["properties.ssl.key.password"] == "${env:T_KEY_PW}"
+    assert opts["properties.config.providers"] == "env,dir"
+    assert opts["properties.config.providers.dir.param.allowed.paths"] == str(folder)
+    assert "sasl.jaas.config" not in json.dumps(opts)
+    text = json.dumps(opts)
+    assert leaks(CANARY, {"options": text}) == [] and leaks(CANARY[::-1], {"o": text}) == []
+    assert python_client_options(sec)["ssl_password"] == CANARY[::-1]
+    with pytest.raises(ConfigError, match="needs key_file"):
+        KafkaSecurityConfig(protocol="SSL", key_password_env="T_KEY_PW")
 
 
 def test_python_client_options(monkeypatch: pytest.MonkeyPatch) -> None:
