@@ -382,14 +382,26 @@ def run_embed_suite(
     report: DeviceReport | None = None,
 ) -> EntryOutput:
     """Run the repeats and build the matrix, the headline ratios and the raw runs."""
+    from tqdm import tqdm
+
     plan = PLANS.get(profile, PLANS["default"])
     report = report or SystemProbe().report()
-    runs, latency = [], []
-    for i in range(repeats):
-        rows, lat = _repeat(limit, plan, i == 0, run)
-        runs.append(rows)
-        latency.append(lat)
-    once = _once(limit, plan, report, profile, run)
+    total = repeats * 6 + len(plan.curve_fractions) + 5
+    with tqdm(total=total, desc="embed runs", unit="run", leave=False) as bar:
+
+        def step(kind: str, size: int | None, args: dict[str, Any]) -> VariantResult:
+            bar.set_postfix_str(str(args.get("name") or kind)[:40])
+            try:
+                return run(kind, size, args)
+            finally:
+                bar.update()
+
+        runs, latency = [], []
+        for i in range(repeats):
+            rows, lat = _repeat(limit, plan, i == 0, step)
+            runs.append(rows)
+            latency.append(lat)
+        once = _once(limit, plan, report, profile, step)
     notes = [
         f"Every processor row embeds the same {limit or 'all 3,800'} AG News texts; "
         f"{repeats} repeat(s)"
