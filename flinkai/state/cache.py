@@ -54,6 +54,9 @@ class ByteLRUCache(Generic[K, V]):
         self.ttl_s = ttl_s
         self._clock = clock
         self._entries: OrderedDict[K, _Entry[V]] = OrderedDict()
+        # Keys in the order they were stored (reads do not move them), so the oldest
+        # are found without a scan: a restore puts hundreds of blocks in a row.
+        self._by_age: dict[K, None] = {}
         self._bytes = 0
         self.evicted: Counter[str] = Counter()
 
@@ -93,6 +96,7 @@ class ByteLRUCache(Generic[K, V]):
         while self._bytes + nbytes > self.max_bytes:
             self._drop(next(iter(self._entries)), "lru")
         self._entries[key] = _Entry(value, nbytes, now)
+        self._by_age[key] = None
         self._bytes += nbytes
         return True
 
@@ -101,20 +105,26 @@ class ByteLRUCache(Generic[K, V]):
         entry = self._entries.pop(key, None)
         if entry is not None:
             self._bytes -= entry.nbytes
+            del self._by_age[key]
 
     def expire(self, now: float | None = None) -> int:
         """Drop every expired entry; how many were dropped."""
         if self.ttl_s is None:
             return 0
         at = self._clock() if now is None else now
-        stale = [k for k, e in self._entries.items() if self._expired(e, at)]
-        for key in stale:
-            self._drop(key, "ttl")
-        return len(stale)
+        dropped = 0
+        while self._by_age:
+            oldest = next(iter(self._by_age))
+            if not self._expired(self._entries[oldest], at):
+                break
+            self._drop(oldest, "ttl")
+            dropped += 1
+        return dropped
 
     def clear(self) -> None:
         """Remove everything (not counted as evictions)."""
         self._entries.clear()
+        self._by_age.clear()
         self._bytes = 0
 
     def _expired(self, entry: _Entry[V], now: float) -> bool:
