@@ -218,6 +218,17 @@ def _bench(args: argparse.Namespace) -> int:
         print()
         for k, v in ratios.items():
             print(f"{k:<40} {v:.2f}x")
+        counts = {r.texts for r in (job, naive, beam, best) if r is not None and r.texts}
+        print(
+            "ratios use steady texts/s (start-up excluded; time to all results is in the "
+            "JSON as all_results_s)"
+            + (
+                f"; rows ran on {sorted(counts)} texts, so ratios across counts are not like "
+                "for like (flinkai bench suite runs every row on the same texts)"
+                if len(counts) > 1
+                else ""
+            )
+        )
     if latency_rows:
         print("\nlatency settings:")
         for r in latency_rows:
