@@ -242,7 +242,6 @@ class ChromaIndex(VectorIndex):
         return {doc_id: int(meta["version"]) for doc_id, meta in self._get_metadata(self._versions)}
 
     def chunk_ids(self) -> dict[str, int]:
-        """Every stored chunk id -> the version it was written with (exact-state checks)."""
         return {cid: int(meta["version"]) for cid, meta in self._get_metadata(self._chunks)}
 
     def close(self) -> None:

@@ -249,6 +249,10 @@ class VectorIndex(ABC):
         """Live chunks."""
 
     @abstractmethod
+    def chunk_ids(self) -> dict[str, int]:
+        """Every stored chunk id -> the version of the document that wrote it."""
+
+    @abstractmethod
     def documents(self) -> dict[str, int]:
         """Live documents: doc_id -> version (tombstones excluded)."""
 

@@ -95,6 +95,9 @@ class MemoryIndex(VectorIndex):
     def count(self) -> int:
         return sum(len(d.chunks) for d in self._docs.values())
 
+    def chunk_ids(self) -> dict[str, int]:
+        return {c.chunk_id: d.version for d in self._docs.values() for c in d.chunks}
+
     def documents(self) -> dict[str, int]:
         return {doc_id: d.version for doc_id, d in self._docs.items() if not d.deleted}
 
