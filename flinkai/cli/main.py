@@ -23,6 +23,7 @@ __all__ = ["main"]
 COMMAND_MODULES = (
     "flinkai.cli.setup_cmd",
     "flinkai.cli.kafka_cmd",
+    "flinkai.cli.chroma_cmd",
     "flinkai.cli.model_cmd",
     "flinkai.cli.registry_cmd",
     "flinkai.cli.run_cmd",
