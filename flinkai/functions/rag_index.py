@@ -39,6 +39,7 @@ from flinkai.functions.doc_events import DocEvent, DocOp
 from flinkai.functions.embedding import EmbeddingFunction
 from flinkai.functions.events import Reason
 from flinkai.functions.guard import RowGuard, internal_error_detail
+from flinkai.rag import open_index
 from flinkai.rag.chunking import TooManyChunksError, chunk_document
 from flinkai.rag.errors import IndexUnavailableError, InvalidChunkError
 from flinkai.rag.index import (
@@ -80,19 +81,12 @@ class IndexResult:
 _SKIPPED = IndexResult(None, None, None, None)
 
 
-def open_index(config: Config) -> VectorIndex:
-    """The index ``config.rag`` names: a collection on a Chroma server."""
-    from flinkai.rag.chroma import ChromaIndex  # chromadb is imported on first use only
-
-    return ChromaIndex(config.rag)
-
-
 class DocumentIndexer:
     """Holds the embedding backend and the index client between ``open`` and ``close``.
 
     Args:
         config: The job's config (sections ``embedding``, ``model``, ``rag``).
-        index_factory: Builds the index; default: :func:`open_index`.
+        index_factory: Builds the index; default: :func:`flinkai.rag.open_index`.
         guard: Turns a row's unexpected exception into an ``internal_error`` row.
     """
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from flinkai.config import Config
 from flinkai.functions.embedding import EmbeddingFunction
-from flinkai.functions.rag_index import open_index
+from flinkai.rag import open_index
 from flinkai.rag.index import Hit, VectorIndex
 
 __all__ = ["MAX_K", "Retriever"]
