@@ -141,7 +141,8 @@ class PrefixCompletion:
     """A greedy completion and where its time went.
 
     Attributes:
-        token_ids: Generated ids (the stop token, when one ended it, excluded).
+        token_ids: Generated ids, the stop id included when one ended it (as
+            ``flinkai.llm.generate.greedy`` does).
         prompt_tokens: Prompt length in tokens.
         cached_tokens: Prompt tokens restored from the store.
         ttft_ms: From the call to the first generated token: lookup, restore, prefill.
@@ -325,7 +326,7 @@ class PrefixCache:
             decoder: Must be the model this cache is keyed by.
             prompt_ids: The prompt, at least one token.
             max_new_tokens: Most tokens generated (at least one).
-            stop_ids: Tokens that end the completion (not included in it).
+            stop_ids: Tokens that end the completion (kept as its last token).
 
         Raises:
             ValueError: An empty prompt, ``max_new_tokens < 1`` or another decoder's model.
@@ -350,16 +351,15 @@ class PrefixCache:
         publish_start = time.perf_counter()
         self.publish(ids, cache, restored.cached_tokens // self.block_tokens)
         publish_ms = _ms_since(publish_start)
-        stops = set(stop_ids)
-        out: list[int] = []
-        stopped = token in stops
-        while not stopped:
-            out.append(token)
-            if len(out) >= max_new_tokens:
-                break
+        # The same loop as flinkai.llm.generate.greedy (argmax, first index on ties;
+        # the stop id is kept), so a cached and an uncached run compare token for token.
+        stops = frozenset(int(i) for i in stop_ids)
+        out = [token]
+        while token not in stops and len(out) < max_new_tokens:
             logits, cache = decoder.forward([token], cache)
             token = int(np.argmax(logits))
-            stopped = token in stops
+            out.append(token)
+        stopped = token in stops
         return PrefixCompletion(
             token_ids=out,
             prompt_tokens=len(ids),

@@ -161,7 +161,7 @@ def test_stop_tokens_end_the_completion_and_bad_calls_raise() -> None:
     ids = prompt(B + 3, seed=11)
     free = cache.complete(decoder, ids, max_new_tokens=5).token_ids
     cut = cache.complete(decoder, ids, max_new_tokens=5, stop_ids=[free[2]])
-    assert cut.stopped and cut.token_ids == free[: free.index(free[2])]
+    assert cut.stopped and cut.token_ids == free[: free.index(free[2]) + 1]
     with pytest.raises(ValueError, match="no tokens"):
         cache.complete(decoder, [], max_new_tokens=2)
     with pytest.raises(ValueError, match="max_new_tokens"):
