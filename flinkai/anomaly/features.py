@@ -9,9 +9,13 @@ keyed state and training can replay exactly what the operator will compute.
   any level and unit.
 * :func:`time_features` encodes time of day and day of week as sines and cosines:
   the periodic position the attention layer matches against its window.
-* :class:`ErrorScorer` turns forecast errors into an anomaly score: how far the
-  mean of the last few errors lies above the key's long-run error distribution
-  (exponentially weighted, with an adaptive rate at the start), mapped to [0, 1).
+* :class:`ErrorScorer` turns forecast errors into an anomaly score, after
+  Numenta's anomaly likelihood: the Gaussian tail probability of the (short-window
+  mean) error under the key's long-run error distribution (exponentially
+  weighted, with an adaptive rate at the start), on a log scale in [0, 1); then a
+  peak gate keeps a score only where it rises above every score of the last
+  ``peak_window`` points, so one burst of large errors reports its onset and each
+  new high instead of every point of it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ __all__ = [
     "InputNormalizer",
     "ScorerConfig",
     "feature_row",
+    "log_likelihood_score",
+    "neg_log10_tail",
     "time_features",
 ]
 
@@ -107,22 +113,48 @@ class ScorerConfig:
         long_rate: Floor of the exponential weight of the long-run error statistics;
             ``1/n`` is used while larger, so the start is a plain running mean.
         warmup: Errors seen before any score other than 0 is given.
-        scale: The score is ``z / (z + scale)`` for ``z > 0``, where ``z`` is the
-            short-window mean error in long-run standard deviations.
+        decades: Log scale of the likelihood: with ``d = -log10(tail probability)``
+            the score is ``d / (d + decades)``, so 0.5 means a tail probability of
+            ``10 ** -decades``.
+        peak_window: Points a score must exceed to be reported (0: no gate).
     """
 
-    short_window: int = 5
-    long_rate: float = 0.001
-    warmup: int = 30
-    scale: float = 4.0
+    short_window: int = 1
+    long_rate: float = 0.0002
+    warmup: int = 100
+    decades: float = 10.0
+    peak_window: int = 100
 
     def __post_init__(self) -> None:
         if self.short_window < 1:
             raise ValueError("short_window must be >= 1")
         if not 0.0 < self.long_rate <= 1.0:
             raise ValueError("long_rate must be in (0, 1]")
-        if self.warmup < 1 or self.scale <= 0:
-            raise ValueError("warmup must be >= 1 and scale > 0")
+        if self.warmup < 1 or self.decades <= 0:
+            raise ValueError("warmup must be >= 1 and decades > 0")
+        if self.peak_window < 0:
+            raise ValueError("peak_window must be >= 0")
+
+
+# Above this z, erfc nears underflow: the tail's log comes from its asymptotic series.
+_Z_ASYMPTOTIC = 30.0
+
+
+def neg_log10_tail(z: float) -> float:
+    """``-log10(P[N(0, 1) > z])``, finite and increasing for every finite ``z``."""
+    if z < _Z_ASYMPTOTIC:
+        return -math.log10(0.5 * math.erfc(z / math.sqrt(2.0)))
+    # Mills ratio: P[N > z] = phi(z) / z * (1 - 1/z^2 + 3/z^4 - 15/z^6 + ...).
+    inv2 = 1.0 / (z * z)
+    log_tail = (-0.5 * z * z - math.log(z) - 0.5 * math.log(2.0 * math.pi)
+                + math.log1p(-inv2 + 3.0 * inv2 * inv2 - 15.0 * inv2**3))  # fmt: skip
+    return -log_tail / math.log(10.0)
+
+
+def log_likelihood_score(z: float, decades: float) -> float:
+    """``d / (d + decades)`` with ``d = -log10(P[N(0, 1) > z])``: in [0, 1), rising with z."""
+    d = neg_log10_tail(z)
+    return d / (d + decades)
 
 
 @dataclass
@@ -135,6 +167,7 @@ class ErrorScorer:
         mean: Long-run mean error.
         var: Long-run error variance.
         recent: The last ``short_window - 1`` errors, oldest first.
+        peaks: The last ``peak_window`` likelihood scores (before the gate), oldest first.
     """
 
     config: ScorerConfig = field(default_factory=ScorerConfig)
@@ -142,16 +175,22 @@ class ErrorScorer:
     mean: float = 0.0
     var: float = 0.0
     recent: list[float] = field(default_factory=list)
+    peaks: list[float] = field(default_factory=list)
 
     def score(self, error: float) -> float:
         """Score one error against the errors before it, then learn it."""
         cfg = self.config
         window = [*self.recent, error]
         short = sum(window) / len(window)
-        score = 0.0
+        likelihood = 0.0
         if self.n >= cfg.warmup:
             z = (short - self.mean) / math.sqrt(self.var + 1e-12)
-            score = z / (z + cfg.scale) if z > 0 else 0.0
+            likelihood = log_likelihood_score(z, cfg.decades)
+        score = likelihood
+        if cfg.peak_window:
+            if self.peaks and likelihood <= max(self.peaks):
+                score = 0.0
+            self.peaks = [*self.peaks, likelihood][-cfg.peak_window :]
         self.n += 1
         rate = max(1.0 / self.n, cfg.long_rate)
         delta = error - self.mean
@@ -161,10 +200,14 @@ class ErrorScorer:
         return score
 
     def snapshot(self) -> dict[str, Any]:
-        return {"n": self.n, "mean": self.mean, "var": self.var, "recent": list(self.recent)}
+        return {"n": self.n, "mean": self.mean, "var": self.var, "recent": list(self.recent),
+                "peaks": list(self.peaks)}  # fmt: skip
 
     @classmethod
     def from_snapshot(cls, snap: Mapping[str, Any], config: ScorerConfig) -> ErrorScorer:
         keep = config.short_window - 1
         recent = [float(e) for e in snap["recent"]][-keep:] if keep > 0 else []
-        return cls(config, int(snap["n"]), float(snap["mean"]), float(snap["var"]), recent)
+        # A snapshot from before the peak gate has no "peaks": the gate starts empty.
+        peaks = [float(p) for p in snap.get("peaks", [])]
+        peaks = peaks[-config.peak_window :] if config.peak_window else []
+        return cls(config, int(snap["n"]), float(snap["mean"]), float(snap["var"]), recent, peaks)
