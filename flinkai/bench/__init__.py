@@ -18,5 +18,6 @@ BENCHMARKS: tuple[str, ...] = (
     "flinkai.bench.drift",
     "flinkai.bench.recovery",
     "flinkai.bench.anomaly",
+    "flinkai.bench.rag",
     "flinkai.bench.suite",
 )
