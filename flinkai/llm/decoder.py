@@ -1,0 +1,141 @@
+"""Run the exported ONNX decoder: token ids + a past KV cache -> last logits + new cache.
+
+One ``forward`` prefills any number of new tokens on top of a cache (zero tokens
+for a fresh prompt) and returns the logits of the last position with the cache that
+now covers past + new tokens. Prefix reuse is therefore just ``forward(suffix, past)``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from flinkai.llm.artifacts import LlmArtifacts, LlmManifest, load_llm_artifacts
+from flinkai.llm.cache import KvCache, ModelShape
+from flinkai.llm.errors import CacheShapeError, LlmArtifactError, LlmError
+
+__all__ = ["DecoderOptions", "OnnxDecoder"]
+
+
+@dataclass(frozen=True)
+class DecoderOptions:
+    """How the ONNX Runtime session runs.
+
+    Attributes:
+        intra_op_threads: Threads per operator; 0 means one per host core.
+        verify_checksums: Hash the files against the manifest when loading.
+        graph_optimization: ORT graph optimisation (fusions); off only for debugging.
+    """
+
+    intra_op_threads: int = 0
+    verify_checksums: bool = True
+    graph_optimization: bool = True
+
+
+class OnnxDecoder:
+    """The exported decoder with an explicit KV cache (batch 1, fp32, CPU provider).
+
+    Attributes:
+        model_id: Model name from the manifest.
+        model_version: Content hash of the decoder file from the manifest.
+        shape: Cache shape (layers, KV heads, head size, dtype, vocab).
+        manifest: The whole manifest (stop ids, special tokens, max tokens).
+    """
+
+    def __init__(self, artifacts: LlmArtifacts, options: DecoderOptions | None = None) -> None:
+        options = options or DecoderOptions()
+        self.artifacts = artifacts
+        self.manifest: LlmManifest = artifacts.manifest
+        self.model_id = self.manifest.model_id
+        self.model_version = self.manifest.model_version
+        self.shape: ModelShape = self.manifest.shape
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = options.intra_op_threads or (os.cpu_count() or 1)
+        so.inter_op_num_threads = 1
+        so.graph_optimization_level = (
+            ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            if options.graph_optimization
+            else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        )
+        try:
+            self._session = ort.InferenceSession(
+                str(artifacts.decoder_path), so, providers=["CPUExecutionProvider"]
+            )
+        except Exception as e:  # ORT raises its own Fail/InvalidGraph types
+            raise LlmArtifactError(f"{artifacts.decoder_path} does not load: {e}") from e
+        got_in = [i.name for i in self._session.get_inputs()]
+        got_out = [o.name for o in self._session.get_outputs()]
+        if got_in != list(self.manifest.inputs) or got_out != list(self.manifest.outputs):
+            raise LlmArtifactError(
+                f"{artifacts.decoder_path}: graph inputs/outputs differ from the manifest"
+            )
+        self._past_names = got_in[3:]
+        self._dtype = np.dtype(self.shape.dtype)
+
+    @classmethod
+    def load(
+        cls, folder: str | Path | None = None, options: DecoderOptions | None = None
+    ) -> OnnxDecoder:
+        """Load the export in ``folder`` (the default export folder when None)."""
+        options = options or DecoderOptions()
+        return cls(load_llm_artifacts(folder, verify_checksums=options.verify_checksums), options)
+
+    def empty_cache(self) -> KvCache:
+        """A cache of zero tokens for this model."""
+        return self.shape.empty_cache()
+
+    def forward(
+        self, token_ids: Sequence[int], past: KvCache | None = None
+    ) -> tuple[np.ndarray, KvCache]:
+        """Prefill ``token_ids`` after ``past``.
+
+        Args:
+            token_ids: New tokens (at least one).
+            past: Cache of the tokens before them; None for a fresh sequence.
+
+        Returns:
+            Logits of the last new position, shape ``(vocab,)``, and the cache of
+            past + new tokens.
+
+        Raises:
+            LlmError: No tokens, an id outside the vocabulary, or a sequence longer
+                than the model's context.
+            CacheShapeError: ``past`` was made for another model shape.
+        """
+        if past is None:
+            past = self.empty_cache()
+        elif not past.matches(self.shape):
+            raise CacheShapeError(
+                f"cache of {past.n_layers} layers x {past.n_kv_heads} heads x {past.head_dim} "
+                f"{past.dtype} does not fit {self.model_id} ({self.shape})"
+            )
+        ids = np.asarray(token_ids, dtype=np.int64).reshape(1, -1)
+        n_new, n_past = ids.shape[1], past.seq_len
+        if n_new == 0:
+            raise LlmError("forward needs at least one new token")
+        vocab = self.shape.vocab_size
+        if vocab and (ids.min() < 0 or ids.max() >= vocab):
+            raise LlmError(f"token ids must be in [0, {vocab}), got {ids.min()}..{ids.max()}")
+        total = n_past + n_new
+        if total > self.manifest.max_context:
+            raise LlmError(
+                f"{total} tokens exceed the model's context of {self.manifest.max_context}"
+            )
+        feed: dict[str, np.ndarray] = {
+            "input_ids": ids,
+            # Batch 1 has no padding; the mask still covers past + new for the graph.
+            "attention_mask": np.ones((1, total), dtype=np.int64),
+            "position_ids": np.arange(n_past, total, dtype=np.int64).reshape(1, -1),
+        }
+        for i in range(past.n_layers):
+            feed[self._past_names[2 * i]] = past.keys[i]
+            feed[self._past_names[2 * i + 1]] = past.values[i]
+        outputs = self._session.run(None, feed)
+        logits = np.asarray(outputs[0]).reshape(-1)
+        cache = KvCache(keys=tuple(outputs[1::2]), values=tuple(outputs[2::2]))
+        return logits, cache
