@@ -10,6 +10,10 @@ each point before learning it. Detectors:
 * ``zscore``, ``robust_zscore``, ``iqr``: Apache Beam's definitions
   (:mod:`flinkai.anomaly.baselines`).
 * ``hst``: river's HalfSpaceTrees.
+* ``zscore_gated`` (not in the default set; a control): Beam's ZScore followed by
+  the forecasters' peak gate (a score is kept only above every score of the last
+  ``ScorerConfig.peak_window`` points), to show what that post-processing alone
+  does for a statistical detector.
 
 Unbounded scores ``s`` are mapped to ``s / (1 + s)`` (same order, so the same
 detections at the matching threshold) and NaN to 0, so NAB's "never fire"
@@ -43,6 +47,7 @@ import numpy.typing as npt
 from flinkai.anomaly.baselines import IQR, HalfSpaceTrees, RobustZScore, StreamingDetector, ZScore
 from flinkai.anomaly.detector import DetectorConfig, PointRejected, SeriesDetector
 from flinkai.anomaly.errors import NabDataError
+from flinkai.anomaly.features import ScorerConfig
 from flinkai.anomaly.nab import (
     PROFILES,
     LabelledSeries,
@@ -59,6 +64,7 @@ from flinkai.bench.shared.suite import EntryOutput, SuiteEntry
 from flinkai.errors import SetupError
 
 __all__ = [
+    "CONTROLS",
     "DETECTORS",
     "DetectorRun",
     "default_data_dir",
@@ -73,6 +79,8 @@ __all__ = [
 
 #: Detector names, in table order.
 DETECTORS = ("hybrid", "lstm", "zscore", "robust_zscore", "iqr", "hst")
+#: Detectors run only when named with ``--detectors``.
+CONTROLS = ("zscore_gated",)
 _NEURAL = ("hybrid", "lstm")
 _BASELINES: Mapping[str, Callable[[], StreamingDetector]] = {
     "zscore": ZScore,
@@ -80,6 +88,7 @@ _BASELINES: Mapping[str, Callable[[], StreamingDetector]] = {
     "iqr": IQR,
     "hst": HalfSpaceTrees,
 }
+_GATED: Mapping[str, Callable[[], StreamingDetector]] = {"zscore_gated": ZScore}
 _SHORT = {"standard": "std", "reward_low_FP_rate": "lowFP", "reward_low_FN_rate": "lowFN"}
 
 FloatArray = npt.NDArray[np.float64]
@@ -173,7 +182,8 @@ def run_detector(
             run.state_bytes = max(run.state_bytes or 0, len(blob))
             run.scores[key] = out
         return run
-    factory = _BASELINES[name]
+    factory = _BASELINES.get(name) or _GATED[name]
+    gate = ScorerConfig().peak_window if name in _GATED else 0
     for key, s in data.items():
         base = factory()
         out = np.zeros(len(s.values))
@@ -182,8 +192,19 @@ def run_detector(
             out[i] = _bounded(base.score_one(v))
             base.learn_one(v)
             run.step_ms.append((time.perf_counter() - t0) * 1000)
+        if gate:
+            out = _peak_gated(out, gate)
         run.scores[key] = out
     return run
+
+
+def _peak_gated(scores: FloatArray, window: int) -> FloatArray:
+    """Each score kept only where it exceeds every score of the ``window`` before it."""
+    out = scores.copy()
+    for i in range(1, len(scores)):
+        if scores[i] <= scores[max(0, i - window) : i].max():
+            out[i] = 0.0
+    return out
 
 
 def _percentiles(ms: Sequence[float]) -> dict[str, float] | None:
@@ -295,9 +316,10 @@ def format_tables(result: Mapping[str, Any]) -> str:
 
 def _handle(args: argparse.Namespace) -> int:
     detectors = [d.strip() for d in args.detectors.split(",") if d.strip()]
-    unknown = [d for d in detectors if d not in DETECTORS]
+    unknown = [d for d in detectors if d not in (*DETECTORS, *CONTROLS)]
     if unknown:
-        print(f"unknown detector(s) {unknown}; choose from {', '.join(DETECTORS)}", file=sys.stderr)
+        names = ", ".join((*DETECTORS, *CONTROLS))
+        print(f"unknown detector(s) {unknown}; choose from {names}", file=sys.stderr)
         return 2
     data = Path(args.data) if args.data else default_data_dir()
     models = Path(args.models) if args.models else None
@@ -329,7 +351,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--detectors",
         default=",".join(DETECTORS),
-        help=f"comma-separated subset of: {', '.join(DETECTORS)}",
+        help=f"comma-separated subset of: {', '.join((*DETECTORS, *CONTROLS))}",
     )
     parser.add_argument(
         "--models",
