@@ -19,5 +19,6 @@ BENCHMARKS: tuple[str, ...] = (
     "flinkai.bench.recovery",
     "flinkai.bench.anomaly",
     "flinkai.bench.rag",
+    "flinkai.bench.kvcache",
     "flinkai.bench.suite",
 )

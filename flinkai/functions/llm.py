@@ -20,7 +20,10 @@ from typing import Protocol
 
 from flinkai.config import Config, LlmConfig
 from flinkai.functions.events import Invalid, Reason, decode_object, is_utf8_safe
+from flinkai.llm.artifacts import default_llm_dir
+from flinkai.llm.decoder import OnnxDecoder
 from flinkai.llm.prefix import Decoder, PrefixCache, PrefixCompletion
+from flinkai.llm.tokenizer import LlmTokenizer
 from flinkai.state import (
     CodecConfig,
     InMemorySnapshotStore,
@@ -33,10 +36,12 @@ __all__ = [
     "CompletionRow",
     "LlmCompleteFunction",
     "LlmReason",
+    "LoadedModel",
     "Prompt",
     "PromptModel",
     "Rejected",
     "build_store",
+    "load_prompt_model",
     "parse_options",
     "parse_prompt",
 ]
@@ -256,3 +261,36 @@ def stats_summary(fn: LlmCompleteFunction) -> Mapping[str, object]:
         "rejected": dict(s.rejected),
         "store_errors": dict(s.store_errors),
     }
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """The exported decoder, its tokenizer and stop ids (a :class:`PromptModel`)."""
+
+    decoder: OnnxDecoder
+    tokenizer: LlmTokenizer
+    stop_ids: tuple[int, ...]
+
+    def prompt_ids(self, prompt: str) -> list[int]:
+        """The prompt as one user message through the model's own chat template."""
+        return self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}])
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(ids)
+
+
+def load_prompt_model(config: Config) -> LoadedModel:
+    """Load ``llm.model`` from ``llm.dir`` (default: the ``export-llm`` folder).
+
+    Raises:
+        LlmArtifactError: The export is missing or damaged; it names the command to fix it.
+    """
+    folder = config.llm.dir or default_llm_dir(config.llm.model)
+    decoder = OnnxDecoder.load(folder)
+    artifacts = decoder.artifacts
+    tokenizer = LlmTokenizer(
+        artifacts.tokenizer_path,
+        artifacts.chat_template_path.read_text(encoding="utf-8"),
+        decoder.manifest.special_tokens,
+    )
+    return LoadedModel(decoder, tokenizer, tuple(decoder.manifest.eos_token_ids))

@@ -1,0 +1,398 @@
+"""``flinkai bench kvcache``: time to first token with and without prefix reuse.
+
+Four ways to serve the same prompts, side by side in one run:
+
+* ``none``: no reuse; every prompt is prefilled whole (the baseline).
+* ``memory``: an in-process prefix cache (``InMemorySnapshotStore``, no codec),
+  the vLLM-style anchor.
+* ``kafka_warm``: the Kafka store in the worker that wrote the blocks, so the
+  blocks come from its local decoded cache.
+* ``kafka_cold``: a new worker (a new ``KafkaSnapshotStore``: new consumer, empty
+  cache) per prompt, restoring the blocks from the topic. Opening the store (the
+  index rebuild) is a worker's start-up, reported apart and not in TTFT.
+
+For each prompt length and prefix-share ratio, one seed prompt publishes the shared
+prefix (untimed), then each mode serves the same prompts, interleaved (prompt 1 in
+every mode, then prompt 2...), so machine noise hits every mode alike. A prompt is
+``share * length`` shared tokens then unique ones; ids are drawn from the vocabulary,
+not text (the decoder's cost depends on the count only). One token is generated:
+TTFT is lookup + restore + prefill + the first token's logits.
+
+It also measures the store's put/get MB/s (:func:`flinkai.state.bench.
+measure_kafka_throughput`) and the restore cost of one prefix stored as one
+snapshot per layer and block (the layout in use) against one whole-prefix snapshot
+per layer. Figures are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flinkai.llm.prefix import Decoder, PrefixCache, PrefixCompletion
+from flinkai.state import (
+    CodecConfig,
+    InMemorySnapshotStore,
+    KafkaSnapshotStore,
+    KafkaStoreConfig,
+    SnapshotKey,
+    SnapshotStore,
+    prefix_hash,
+)
+from flinkai.state.bench import measure_kafka_throughput
+
+__all__ = ["MODES", "PROFILES", "Profile", "register", "run_kvcache_bench"]
+
+MODES = ("none", "memory", "kafka_warm", "kafka_cold")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How much to run.
+
+    Attributes:
+        lengths: Prompt lengths in tokens.
+        shares: Prefix-share ratios.
+        prompts: Timed prompts per (length, share) and mode.
+        throughput_mb: Snapshot sizes for the put/get MB/s figures.
+    """
+
+    lengths: tuple[int, ...]
+    shares: tuple[float, ...]
+    prompts: int
+    throughput_mb: tuple[int, ...]
+
+
+PROFILES = {
+    "quick": Profile((128, 256, 512, 1024), (0.0, 0.5, 0.9), 3, (1, 16)),
+    "default": Profile((128, 256, 512, 1024, 2048), (0.0, 0.5, 0.9), 4, (1, 16, 48)),
+}
+
+
+def _rss_mb() -> float:
+    """Resident memory of this process now (Linux /proc)."""
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    # nearest rank: with few samples p99 is the maximum, stated as such in the docs
+    return ordered[min(len(ordered) - 1, max(0, int(np.ceil(q / 100 * len(ordered))) - 1))]
+
+
+def _prompts(
+    rng: np.random.Generator, vocab: int, length: int, share: float, n: int
+) -> tuple[list[int], list[list[int]]]:
+    """A seed prompt and ``n`` prompts sharing its first ``share * length`` tokens."""
+    low = min(256, vocab // 2)  # keep clear of the special tokens at the low ids
+    shared = [int(t) for t in rng.integers(low, vocab, int(share * length))]
+
+    def one() -> list[int]:
+        return shared + [int(t) for t in rng.integers(low, vocab, length - len(shared))]
+
+    return one(), [one() for _ in range(n)]
+
+
+@dataclass
+class Cell:
+    """Figures of one mode at one (length, share)."""
+
+    mode: str
+    length: int
+    share: float
+    ttft_ms: list[float]
+    restore_ms: list[float]
+    prefill_ms: list[float]
+    publish_ms: list[float]
+    cached_tokens: list[int]
+    open_ms: list[float]
+    rss_mb: float
+    rejected: dict[str, int]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "length": self.length,
+            "share": self.share,
+            "n": len(self.ttft_ms),
+            "ttft_p50_ms": statistics.median(self.ttft_ms),
+            "ttft_p99_ms": _pct(self.ttft_ms, 99),
+            "restore_p50_ms": statistics.median(self.restore_ms),
+            "prefill_p50_ms": statistics.median(self.prefill_ms),
+            "publish_p50_ms": statistics.median(self.publish_ms),
+            "cached_tokens_mean": statistics.fmean(self.cached_tokens),
+            "open_p50_ms": statistics.median(self.open_ms) if self.open_ms else None,
+            "rss_max_mb": self.rss_mb,
+            "rejected": self.rejected,
+            "ttft_ms": self.ttft_ms,
+        }
+
+
+def run_kvcache_bench(
+    decoder: Decoder,
+    profile: Profile,
+    *,
+    bootstrap: str | None,
+    block_tokens: int = 64,
+    seed: int = 0,
+    progress: Callable[[str], None] = lambda _: None,
+) -> list[dict[str, Any]]:
+    """Serve the profile's prompts in every mode; one summary row per cell.
+
+    Args:
+        decoder: The model (the real ONNX decoder for reported figures).
+        profile: Lengths, shares and prompts.
+        bootstrap: Kafka for the two Kafka modes; ``None`` runs ``none`` and ``memory`` only.
+        block_tokens: Prefix block size.
+        seed: Prompt ids come from this seed.
+        progress: Called with a line per finished cell.
+    """
+    rng = np.random.default_rng(seed)
+    vocab = decoder.shape.vocab_size or 49152
+    modes = MODES if bootstrap else MODES[:2]
+    decoder.forward([1, 2, 3])  # warm the session up outside any timing
+    rows: list[dict[str, Any]] = []
+    for length in profile.lengths:
+        for share in profile.shares:
+            seed_ids, prompts = _prompts(rng, vocab, length, share, profile.prompts)
+            cells = {m: Cell(m, length, share, [], [], [], [], [], [], 0.0, {}) for m in modes}
+            topic = f"bench-kv-{uuid.uuid4().hex[:10]}"
+            stores: dict[str, SnapshotStore | None] = {"none": None}
+            stores["memory"] = InMemorySnapshotStore(CodecConfig(codec="none"))
+            if bootstrap:
+                stores["kafka_warm"] = KafkaSnapshotStore(_kafka_config(bootstrap, topic))
+            caches = {
+                m: PrefixCache.for_decoder(decoder, stores[m], block_tokens=block_tokens)
+                for m in stores
+            }
+            for m in ("memory", "kafka_warm"):
+                if m in caches:
+                    caches[m].complete(decoder, seed_ids, max_new_tokens=1)
+            for ids in prompts:
+                for mode in modes:
+                    gc.collect()
+                    cell = cells[mode]
+                    if mode == "kafka_cold":
+                        assert bootstrap is not None
+                        began = time.perf_counter()
+                        cold_store = KafkaSnapshotStore(
+                            replace(_kafka_config(bootstrap, topic), create_topic=False)
+                        )
+                        cell.open_ms.append((time.perf_counter() - began) * 1000)
+                        cold = PrefixCache.for_decoder(
+                            decoder, cold_store, block_tokens=block_tokens, publish=False
+                        )
+                        done = cold.complete(decoder, ids, max_new_tokens=1)
+                        cell.rejected = _add(cell.rejected, cold.stats.rejected)
+                        cell.rss_mb = max(cell.rss_mb, _rss_mb())
+                        cold_store.close()
+                    else:
+                        done = caches[mode].complete(decoder, ids, max_new_tokens=1)
+                        cell.rss_mb = max(cell.rss_mb, _rss_mb())
+                    _record(cell, done)
+            for mode in caches:
+                if mode != "none":
+                    cells[mode].rejected = _add(cells[mode].rejected, caches[mode].stats.rejected)
+            for store in stores.values():
+                if store is not None:
+                    store.close()
+            for mode in modes:
+                row = cells[mode].summary()
+                rows.append(row)
+                progress(
+                    f"len {length:5d} share {share:.0%} {mode:10s} ttft p50 "
+                    f"{row['ttft_p50_ms']:8.1f} ms cached {row['cached_tokens_mean']:6.0f}"
+                )
+    return rows
+
+
+def _kafka_config(bootstrap: str, topic: str) -> KafkaStoreConfig:
+    # Blocks are ~100 KB: records stay under the broker's default 1 MiB limit.
+    return KafkaStoreConfig(bootstrap=bootstrap, topic=topic, request_timeout_s=60.0)
+
+
+def _add(a: dict[str, int], b: Any) -> dict[str, int]:
+    out = dict(a)
+    for k, v in dict(b).items():
+        out[k] = out.get(k, 0) + int(v)
+    return out
+
+
+def _record(cell: Cell, done: PrefixCompletion) -> None:
+    cell.ttft_ms.append(done.ttft_ms)
+    cell.restore_ms.append(done.restore_ms)
+    cell.prefill_ms.append(done.prefill_ms)
+    cell.publish_ms.append(done.publish_ms)
+    cell.cached_tokens.append(done.cached_tokens)
+
+
+def granularity(
+    decoder: Decoder, bootstrap: str, tokens: int, block_tokens: int = 64
+) -> dict[str, Any]:
+    """Cold restore of one ``tokens`` prefix: per-block snapshots vs whole-prefix ones.
+
+    Both layouts hold the same bytes; the whole-prefix layout needs one snapshot per
+    layer and prefix length (quadratic storage if every block boundary is kept).
+    """
+    shape = decoder.shape
+    rng = np.random.default_rng(1)
+    layers, heads, dim = shape.n_layers, shape.n_kv_heads, shape.head_dim
+    blocks = tokens // block_tokens
+    per_block = rng.standard_normal((blocks, layers, 2, heads, block_tokens, dim)).astype("float32")
+    topic = f"bench-kv-gran-{uuid.uuid4().hex[:8]}"
+    config = _kafka_config(bootstrap, topic)
+    out: dict[str, Any] = {"tokens": tokens, "block_tokens": block_tokens}
+    with KafkaSnapshotStore(config) as writer:
+        block_keys = [
+            SnapshotKey("bench", layer, prefix_hash([b, 0]))
+            for b in range(blocks)
+            for layer in range(layers)
+        ]
+        writer.put_many(
+            [(k, per_block[i // layers, i % layers]) for i, k in enumerate(block_keys)],
+            model_version="g",
+        )
+        whole_keys = [
+            SnapshotKey("bench", layer, prefix_hash([tokens, 1])) for layer in range(layers)
+        ]
+        whole = np.concatenate(list(per_block), axis=3)  # [layers, 2, heads, tokens, dim]
+        writer.put_many(
+            [(k, whole[layer]) for layer, k in enumerate(whole_keys)], model_version="g"
+        )
+    for name, keys in (("per_block", block_keys), ("whole_prefix", whole_keys)):
+        with KafkaSnapshotStore(replace(config, create_topic=False)) as reader:
+            began = time.perf_counter()
+            got = reader.get_many(keys, model_version="g")
+            out[f"{name}_restore_ms"] = (time.perf_counter() - began) * 1000
+            out[f"{name}_snapshots"] = len(keys)
+            assert all(s is not None for s in got)
+    out["bytes"] = int(per_block.nbytes)
+    return out
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    base = {(r["length"], r["share"]): r for r in rows if r["mode"] == "none"}
+    lines = [
+        "| length | share | mode | TTFT p50 ms | TTFT p99 ms | x no-cache p50 | cached tok | "
+        "restore p50 ms | prefill p50 ms | open ms | max RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        b = base.get((r["length"], r["share"]))
+        ratio = r["ttft_p50_ms"] / b["ttft_p50_ms"] if b else float("nan")
+        open_ms = f"{r['open_p50_ms']:.0f}" if r["open_p50_ms"] is not None else ""
+        lines.append(
+            f"| {r['length']} | {r['share']:.0%} | {r['mode']} | {r['ttft_p50_ms']:.1f} | "
+            f"{r['ttft_p99_ms']:.1f} | {ratio:.2f} | {r['cached_tokens_mean']:.0f} | "
+            f"{r['restore_p50_ms']:.1f} | {r['prefill_p50_ms']:.1f} | {open_ms} | "
+            f"{r['rss_max_mb']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    from flinkai.config import load_config
+    from flinkai.functions.llm import load_prompt_model
+    from flinkai.kafka.broker import LocalKafka
+    from flinkai.local.process import free_port
+
+    profile = PROFILES["quick" if args.quick else "default"]
+    if args.lengths:
+        profile = replace(profile, lengths=tuple(int(x) for x in args.lengths.split(",")))
+    if args.prompts:
+        profile = replace(profile, prompts=args.prompts)
+    config = load_config(getattr(args, "config", None))
+    model = load_prompt_model(config)
+    decoder = model.decoder
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="flinkai-bench-kv-") as work:
+        broker = None if args.bootstrap else LocalKafka(Path(work) / "kafka", port=free_port())
+        if broker is not None:
+            broker.start()
+        try:
+            bootstrap = args.bootstrap or (broker.bootstrap if broker else None)
+            rows = run_kvcache_bench(
+                decoder,
+                profile,
+                bootstrap=bootstrap,
+                block_tokens=config.llm.block_tokens,
+                progress=lambda line: print(line, file=sys.stderr, flush=True),
+            )
+            assert bootstrap is not None
+            gran = granularity(decoder, bootstrap, 1024, config.llm.block_tokens)
+            throughput = []
+            for mb in profile.throughput_mb:
+                for codec in ("zstd", "none"):
+                    cfg = KafkaStoreConfig(
+                        bootstrap=bootstrap,
+                        topic=f"bench-kv-tp-{uuid.uuid4().hex[:8]}",
+                        codec=CodecConfig(codec=codec),
+                    )
+                    figures = measure_kafka_throughput(cfg, mb * 2**20, dtype="float32")
+                    throughput.append({"mb": mb, "codec": codec, **asdict(figures)})
+        finally:
+            if broker is not None:
+                broker.stop()
+    result = {
+        "benchmark": "kvcache",
+        "profile": "quick" if args.quick else "default",
+        "model_id": decoder.model_id,
+        "model_version": decoder.model_version,
+        "block_tokens": config.llm.block_tokens,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "loadavg_start": os.getloadavg(),
+        },
+        "gpu": "n/a (no GPU)",
+        "started_unix": started,
+        "seconds": time.time() - started,
+        "rows": rows,
+        "granularity": gran,
+        "store_throughput": throughput,
+    }
+    print(_table(rows))
+    print(json.dumps({"granularity": gran}, indent=1))
+    for t in throughput:
+        print(
+            f"store {t['mb']} MB {t['codec']}: put {t['put_mb_s']:.0f} MB/s, get cold "
+            f"{t['get_cold_mb_s']:.0f} MB/s, get cached {t['get_cached_mb_s']:.0f} MB/s"
+        )
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``flinkai bench kvcache``."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "kvcache",
+        help="TTFT with prefix reuse: none / in-process / Kafka warm / Kafka cold",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer lengths and prompts")
+    parser.add_argument("--lengths", help="comma-separated prompt lengths (tokens)")
+    parser.add_argument("--prompts", type=int, help="timed prompts per cell and mode")
+    parser.add_argument("--bootstrap", help="use this Kafka instead of starting a local broker")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.set_defaults(handler=_handle)
