@@ -29,8 +29,9 @@ $(STAMP): pyproject.toml constraints.txt
 jars: install  ## Connector + Kafka broker jars from Maven Central
 	$(BIN)/flinkai setup
 
-model: install  ## Export all-MiniLM-L6-v2 to ONNX (torch is used only here)
+model: install  ## Export all-MiniLM-L6-v2 and SmolLM2-135M-Instruct to ONNX (torch is used only here)
 	$(BIN)/flinkai model export
+	$(BIN)/flinkai model export-llm
 
 lint:
 	$(BIN)/ruff check flinkai tests benchmarks
