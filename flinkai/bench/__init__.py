@@ -20,5 +20,6 @@ BENCHMARKS: tuple[str, ...] = (
     "flinkai.bench.anomaly",
     "flinkai.bench.rag",
     "flinkai.bench.kvcache",
+    "flinkai.bench.llm",
     "flinkai.bench.suite",
 )

@@ -130,6 +130,8 @@ def fetch_gguf(progress: Progress | None = None) -> Path:
 def load_reference(gguf_dir: Path | None = None) -> tuple[Any, Any]:
     """transformers' fp32 model (eager attention) and tokenizer for the GGUF: the reference."""
     os.environ["HF_HUB_OFFLINE"] = "1"
+    # transformers' GGUF reader draws its own tqdm bars, which disable_progress_bar misses.
+    os.environ.setdefault("TQDM_DISABLE", "1")
     torch: Any = require("torch", "torch")
     transformers: Any = require("transformers", "torch")
     require("gguf", "torch")
