@@ -7,7 +7,9 @@ from tests.unit.llm_fake import FakeDecoder
 
 
 def test_every_mode_serves_every_cell_and_the_shared_prefix_is_reused() -> None:
-    profile = Profile(lengths=(40, 80), shares=(0.0, 0.9), prompts=2, throughput_mb=())
+    profile = Profile(
+        cells=((40, 0.0), (40, 0.9), (80, 0.0), (80, 0.9)), prompts=2, throughput_mb=()
+    )
     rows = run_kvcache_bench(FakeDecoder(), profile, bootstrap=None, block_tokens=8)
     assert [(r["length"], r["share"], r["mode"]) for r in rows] == [
         (n, s, m) for n in (40, 80) for s in (0.0, 0.9) for m in ("none", "memory")
