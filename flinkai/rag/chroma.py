@@ -35,6 +35,7 @@ from flinkai.config import RagConfig
 from flinkai.errors import require
 from flinkai.rag.errors import IndexUnavailableError, InvalidChunkError
 from flinkai.rag.index import (
+    Chunk,
     DeleteDocument,
     Hit,
     Operation,
@@ -243,6 +244,32 @@ class ChromaIndex(VectorIndex):
 
     def chunk_ids(self) -> dict[str, int]:
         return {cid: int(meta["version"]) for cid, meta in self._get_metadata(self._chunks)}
+
+    def stored_chunks(self) -> Iterator[tuple[Chunk, int]]:
+        """Every stored chunk with its vector as Chroma holds it, and its version.
+
+        For exact baselines (:func:`flinkai.rag.recall.exact_copy`); paged, so a
+        large collection is not read in one response.
+        """
+        offset = 0
+        while True:
+            res = self._call(
+                "read",
+                partial(
+                    self._chunks.get,
+                    include=["embeddings", "documents", "metadatas"],
+                    limit=_PAGE,
+                    offset=offset,
+                ),
+            )
+            for cid, vector, text, meta in zip(
+                res["ids"], res["embeddings"], res["documents"], res["metadatas"], strict=True
+            ):
+                chunk = Chunk(str(meta["doc_id"]), cid, str(text or ""), np.asarray(vector))
+                yield chunk, int(meta["version"])
+            if len(res["ids"]) < _PAGE:
+                return
+            offset += len(res["ids"])
 
     def close(self) -> None:
         """Drop the HTTP connections; the data stays in the server."""

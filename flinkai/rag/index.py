@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from types import TracebackType
+from typing import Self
 
 import numpy as np
 
@@ -264,7 +265,7 @@ class VectorIndex(ABC):
     def close(self) -> None:
         """Release connections; the data stays (in the server, for Chroma)."""
 
-    def __enter__(self) -> VectorIndex:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
