@@ -48,7 +48,8 @@ SHARED = (
     "call Python functions, and writes results back to Kafka. Records that cannot be "
     "processed go to a dead-letter topic with a reason code, and every job commits its "
     "output exactly once through Kafka transactions tied to Flink checkpoints. Workers "
-    "share a cache of attention keys and values on a compacted topic. "
+    "share a cache of attention keys and values on a compacted topic, so a prompt that "
+    "starts like an earlier one is only computed from the point where the two differ. "
 )
 
 
