@@ -108,11 +108,14 @@ class SecureListener:
             (``kafka-storage format --add-scram``). The passwords pass through that
             tool's command line once: fine for a test broker, not for production.
         mechanism: ``SCRAM-SHA-512`` or ``SCRAM-SHA-256``.
+        client_ca: PEM CA that client certificates must chain to; set, every client
+            must present one (mutual TLS) besides logging in.
     """
 
     keystore_pem: Path
     users: Mapping[str, str]
     mechanism: str = "SCRAM-SHA-512"
+    client_ca: Path | None = None
 
     def properties(self, host: str, port: int, internal_port: int) -> dict[str, str]:
         """The ``server.properties`` entries of the listeners (controller excluded)."""
@@ -131,7 +134,19 @@ class SecureListener:
             ),
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(self.keystore_pem),
-            "ssl.client.auth": "none",
+            **self._client_auth(),
+        }
+
+    def _client_auth(self) -> dict[str, str]:
+        if self.client_ca is None:
+            return {"ssl.client.auth": "none"}
+        # A SASL_SSL listener ignores ssl.client.auth unless it carries the listener
+        # prefix (KIP-684): without it, the broker would not ask for a certificate.
+        prefix = "listener.name.sasl_ssl."
+        return {
+            f"{prefix}ssl.client.auth": "required",
+            f"{prefix}ssl.truststore.type": "PEM",
+            f"{prefix}ssl.truststore.location": str(self.client_ca),
         }
 
     def format_args(self) -> list[str]:

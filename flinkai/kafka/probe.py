@@ -19,6 +19,10 @@ from flinkai.kafka.security import describe_listener, key_password
 __all__ = ["check_access"]
 
 
+#: How long the handshake check listens for the broker refusing the client certificate.
+_ALERT_WAIT_S = 0.5
+
+
 def _split(address: str) -> tuple[str, int]:
     host, _, port = address.strip().rpartition(":")
     return host or "127.0.0.1", int(port)
@@ -34,9 +38,18 @@ def _tls_handshake(host: str, port: int, sec: KafkaSecurityConfig, timeout_s: fl
         )
     with (
         socket.create_connection((host, port), timeout=timeout_s) as raw,
-        context.wrap_socket(raw, server_hostname=host),
+        context.wrap_socket(raw, server_hostname=host) as tls,
     ):
-        pass
+        # Under TLS 1.3 the client's handshake ends before the server has checked the
+        # client certificate; a refusal (none sent, or not trusted) arrives as an
+        # alert on the first read. A broker sends nothing unasked, so silence is fine.
+        tls.settimeout(_ALERT_WAIT_S)
+        try:
+            closed = tls.recv(1) == b""
+        except TimeoutError:
+            closed = False
+        if closed:
+            raise ConnectionResetError("the broker closed the connection after the handshake")
 
 
 def check_access(bootstrap: str, sec: KafkaSecurityConfig, timeout_s: float = 10.0) -> None:
@@ -70,7 +83,15 @@ def check_access(bootstrap: str, sec: KafkaSecurityConfig, timeout_s: float = 10
                 f"TLS handshake with the {listener} failed: its certificate is not trusted "
                 f"by {trust} ({e.verify_message})"
             ) from None
-        except (ssl.SSLError, OSError) as e:
+        except ssl.SSLError as e:
+            if "CERTIFICATE_REQUIRED" in str(e) or "ALERT" in str(e):
+                mine = f"cert_file {sec.cert_file}" if sec.cert_file else "no cert_file"
+                raise KafkaAuthError(
+                    f"TLS handshake with the {listener} failed: the broker refused the "
+                    f"client certificate ({mine}; it asks for mutual TLS): {e.reason}"
+                ) from None
+            raise KafkaAuthError(f"TLS handshake with the {listener} failed: {e}") from None
+        except OSError as e:
             raise KafkaAuthError(f"TLS handshake with the {listener} failed: {e}") from None
     if not sec.sasl:
         return

@@ -8,6 +8,7 @@ read through :func:`flinkai.security.read_secret` so it is redacted everywhere.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -174,6 +175,13 @@ def flink_table_options(
         # Kafka's PEM key store takes key and chain inline (or together in one file);
         # inline placeholders keep them in their own files until the client reads them.
         key = _existing(sec.key_file, "kafka.security.key_file")
+        if (sec.key_password_env or sec.key_password_file) and _is_pbes2(key):
+            raise ConfigError(
+                f"kafka.security.key_file {key} is encrypted with PBES2 (openssl's default), "
+                "which the Kafka client's PEM loader cannot decrypt on Java 17 (\"PBES2 "
+                'SecretKeyFactory not available"); re-encrypt it with PBES1: openssl pkcs8 '
+                "-topk8 -v1 PBE-SHA1-3DES -in plain.key -out client.key"
+            )
         chain = _existing(sec.cert_file, "kafka.security.cert_file")
         out["properties.ssl.keystore.type"] = "PEM"
         out["properties.ssl.keystore.certificate.chain"] = refs.file(
@@ -186,6 +194,25 @@ def flink_table_options(
             )
     out.update(refs.options())
     return out
+
+
+#: DER of the PBES2 object identifier (1.2.840.113549.1.5.13).
+_PBES2_OID = bytes.fromhex("06092a864886f70d01050d")
+
+
+def _is_pbes2(key_file: Path) -> bool:
+    """Whether the PEM key in ``key_file`` is an encrypted PKCS#8 key using PBES2."""
+    text = key_file.read_text(encoding="ascii", errors="replace")
+    begin, end = "-----BEGIN ENCRYPTED PRIVATE KEY-----", "-----END ENCRYPTED PRIVATE KEY-----"
+    if begin not in text or end not in text:
+        return False
+    body = text.split(begin, 1)[1].split(end, 1)[0]
+    try:
+        der = base64.b64decode("".join(body.split()))
+    except ValueError:
+        return False
+    # The scheme's identifier opens the AlgorithmIdentifier at the start of the DER.
+    return _PBES2_OID in der[:32]
 
 
 def _existing(path: str, what: str) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import secrets
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,6 +90,25 @@ def _leaf(
     return key, builder.sign(ca_key, hashes.SHA256())
 
 
+def _pbes1(plain_pem: bytes, password: str) -> bytes:
+    """``plain_pem`` encrypted with PBES1 (SHA1 + 3DES), by the ``openssl`` command.
+
+    The Kafka client's PEM loader on Java 17 decrypts PBES1 keys only, and
+    ``cryptography`` writes PBES2 only; the password goes through a pipe, not argv.
+    """
+    try:
+        done = subprocess.run(
+            ["openssl", "pkcs8", "-topk8", "-v1", "PBE-SHA1-3DES", "-passout", "stdin"],
+            input=password.encode() + b"\n" + plain_pem,
+            capture_output=True,
+            check=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise RuntimeError(f"openssl could not encrypt the test client key: {e}") from e
+    return done.stdout
+
+
 def make_pki(folder: Path, host: str = "127.0.0.1") -> Pki:
     """A CA, a server certificate for ``host`` (and ``localhost``) and a client
     certificate it signed, and a stranger CA."""
@@ -122,8 +142,8 @@ def make_pki(folder: Path, host: str = "127.0.0.1") -> Pki:
     pki.broker_pem.write_bytes(key_pem + cert.public_bytes(pem))
     pki.server_key.write_bytes(key_pem)
     pki.server_cert.write_bytes(cert.public_bytes(pem))
-    encrypted = serialization.BestAvailableEncryption(password.encode())
-    pki.client_key.write_bytes(client_key.private_bytes(pem, pkcs8, encrypted))
+    plain = client_key.private_bytes(pem, pkcs8, serialization.NoEncryption())
+    pki.client_key.write_bytes(_pbes1(plain, password))
     pki.client_cert.write_bytes(client_cert.public_bytes(pem))
     for private in (pki.broker_pem, pki.server_key, pki.client_key):
         private.chmod(0o600)

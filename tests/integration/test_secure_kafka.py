@@ -46,19 +46,27 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "jobs" / "embed_clicks.sql"
 CANARY = "canary-Kf7Rq2-x9PzW3mT"
 PASSWORD_ENV = "FLINKAI_TEST_KAFKA_PASSWORD"
+KEY_PASSWORD_ENV = "FLINKAI_TEST_KAFKA_KEY_PASSWORD"
 N_GOOD = 18
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
-    return make_pki(tmp_path_factory.mktemp("pki"))
+    made = make_pki(tmp_path_factory.mktemp("pki"))
+    _key_password_file(made).write_text(made.client_key_password)  # no line break
+    return made
+
+
+def _key_password_file(pki: Pki) -> Path:
+    return pki.client_key.with_name("client-key.password")
 
 
 @pytest.fixture(scope="module")
 def secure_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[LocalKafka]:
     broker = LocalKafka(
         tmp_path_factory.mktemp("kafka-sasl-ssl"),
-        secure=SecureListener(pki.broker_pem, {"alice": CANARY}),
+        # SCRAM login and a client certificate (mutual TLS), both required
+        secure=SecureListener(pki.broker_pem, {"alice": CANARY}, client_ca=pki.ca),
     )
     broker.start()
     try:
@@ -68,7 +76,7 @@ def secure_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterato
 
 
 def _security(
-    pki: Pki, ca: Path | None = None, password_file: Path | None = None
+    pki: Pki, ca: Path | None = None, password_file: Path | None = None, client_cert: bool = True
 ) -> KafkaSecurityConfig:
     return KafkaSecurityConfig(
         protocol="SASL_SSL",
@@ -77,6 +85,9 @@ def _security(
         password_env=PASSWORD_ENV,
         password_file=str(password_file or ""),
         ca_file=str(ca or pki.ca),
+        cert_file=str(pki.client_cert) if client_cert else "",
+        key_file=str(pki.client_key) if client_cert else "",
+        key_password_file=str(_key_password_file(pki)) if client_cert else "",
     )
 
 
@@ -162,6 +173,8 @@ class SecureRun:
     channels: dict[str, str]
     metric_names: set[str]
     job_graph: bytes
+    #: Secrets besides the SASL password: the client key's password and a line of its body.
+    other_secrets: tuple[str, ...]
 
 
 #: Flink REST views of a job: its config (job parameters included), plan, vertices,
@@ -235,6 +248,8 @@ def secure_run(
         assert result.job_id is not None
         try:
             embedded, dead = _outputs(secure_broker, sec, variables, timeout_s=240)
+            # still running: the scrapes and REST views below need the live job
+            assert (len(embedded), len(dead)) == (N_GOOD, 2), "the secured job stalled"
             scrapes = _scrape_all(f"http://127.0.0.1:{port}/metrics")
             for path in _REST_VIEWS:
                 views[f"rest {path}"] = json.dumps(api.get(path.format(job=result.job_id)))
@@ -273,7 +288,10 @@ def secure_run(
         **views,
         "broker log": secure_broker.log_file.read_text(errors="replace"),
     }
-    yield SecureRun(embedded, dead, channels, metric_names, graph)
+    key_body = pki.client_key.read_text().splitlines()[2]
+    yield SecureRun(
+        embedded, dead, channels, metric_names, graph, (pki.client_key_password, key_body)
+    )
 
 
 def test_embed_job_runs_with_the_password_the_kafka_client_reads_from_a_file(
@@ -293,6 +311,7 @@ def test_no_channel_shows_the_secret(secure_run: SecureRun) -> None:
     assert "TableSourceScan" in channels["explain plan"]
     assert b"sasl.jaas.config" in secure_run.job_graph
     assert b'password="${dir:' in secure_run.job_graph  # the reference, not the value
+    assert b"ssl.keystore.key" in secure_run.job_graph
     assert "clicks_raw" in channels["compiled plan json"]
     assert "flinkai.config" in channels["rest /jobs/{job}/config"]
     names = secure_run.metric_names
@@ -301,6 +320,8 @@ def test_no_channel_shows_the_secret(secure_run: SecureRun) -> None:
     assert any("KafkaConsumer" in n for n in names), sorted(names)[:40]
     assert any(n.startswith("flink_taskmanager_job_task_operator_flinkai") for n in names)
     assert leaks(CANARY, channels) == []
+    for secret in secure_run.other_secrets:
+        assert leaks(secret, channels) == []
 
 
 def test_cli_runs_the_job_with_the_password_the_kafka_client_reads_from_env(
@@ -320,6 +341,10 @@ def test_cli_runs_the_job_with_the_password_the_kafka_client_reads_from_env(
             "FLINKAI_KAFKA_SECURITY_USERNAME": "alice",
             "FLINKAI_KAFKA_SECURITY_PASSWORD_ENV": PASSWORD_ENV,
             "FLINKAI_KAFKA_SECURITY_CA_FILE": str(pki.ca),
+            "FLINKAI_KAFKA_SECURITY_CERT_FILE": str(pki.client_cert),
+            "FLINKAI_KAFKA_SECURITY_KEY_FILE": str(pki.client_key),
+            "FLINKAI_KAFKA_SECURITY_KEY_PASSWORD_ENV": KEY_PASSWORD_ENV,
+            KEY_PASSWORD_ENV: pki.client_key_password,
         }
         cli = subprocess.run(
             [sys.executable, "-m", "flinkai.cli.main", "-v", "run", str(SCRIPT)]
@@ -335,7 +360,8 @@ def test_cli_runs_the_job_with_the_password_the_kafka_client_reads_from_env(
     finally:
         del os.environ[PASSWORD_ENV]
     assert (len(embedded), len(dead)) == (N_GOOD, 2)
-    assert leaks(CANARY, {"cli stdout": cli.stdout, "cli stderr": cli.stderr}) == []
+    for secret in (CANARY, pki.client_key_password):
+        assert leaks(secret, {"cli stdout": cli.stdout, "cli stderr": cli.stderr}) == []
 
 
 def test_a_variable_the_flink_jvm_never_saw_is_refused(
@@ -375,4 +401,17 @@ def test_untrusted_certificate_fails_before_submission(
     text = str(e.value)
     assert f"SASL_SSL listener at {secure_broker.bootstrap}" in text
     assert "not trusted" in text and str(pki.other_ca) in text
+    assert leaks(CANARY, {"error": text}) == []
+
+
+def test_a_client_without_a_certificate_fails_before_submission(
+    secure_broker: LocalKafka, pki: Pki, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PASSWORD_ENV, CANARY)
+    config = _config(_security(pki, client_cert=False))
+    with pytest.raises(ScriptError) as e:
+        run_script(SCRIPT, config, RunOptions(variables=_variables(secure_broker, "nocert")))
+    text = str(e.value)
+    assert f"SASL_SSL listener at {secure_broker.bootstrap}" in text
+    assert "refused the client certificate (no cert_file" in text
     assert leaks(CANARY, {"error": text}) == []

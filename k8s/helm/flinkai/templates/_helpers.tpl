@@ -166,6 +166,19 @@ paths into the mounted existingSecret: the password never sits in values or a Co
 - name: FLINKAI_KAFKA_SECURITY_CA_FILE
   value: /etc/flinkai-secrets/kafka/{{ $sec.caKey }}
 {{- end }}
+{{- if and $sec.existingSecret $sec.certKey }}
+{{- if not $sec.keyKey }}
+{{- fail "kafka.security.certKey needs keyKey (the client certificate's private key)" }}
+{{- end }}
+- name: FLINKAI_KAFKA_SECURITY_CERT_FILE
+  value: /etc/flinkai-secrets/kafka/{{ $sec.certKey }}
+- name: FLINKAI_KAFKA_SECURITY_KEY_FILE
+  value: /etc/flinkai-secrets/kafka/{{ $sec.keyKey }}
+{{- with $sec.keyPasswordKey }}
+- name: FLINKAI_KAFKA_SECURITY_KEY_PASSWORD_FILE
+  value: /etc/flinkai-secrets/kafka/{{ . }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
