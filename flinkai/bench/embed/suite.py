@@ -49,13 +49,22 @@ class ProfilePlan:
     #: with 0.5 they make the latency-vs-rate curve.
     curve_fractions: tuple[float, ...]
     triton: bool
+    #: A row's child process (with its broker and JVM) is killed after this long.
+    row_timeout_s: float
 
 
 PLANS: dict[str, ProfilePlan] = {
-    "quick": ProfilePlan(5.0, 15.0, (), triton=False),
-    "default": ProfilePlan(10.0, 40.0, (0.25, 0.75), triton=True),
-    "full": ProfilePlan(10.0, 40.0, (0.25, 0.75), triton=True),
+    "quick": ProfilePlan(5.0, 15.0, (), triton=False, row_timeout_s=600.0),
+    "default": ProfilePlan(10.0, 40.0, (0.25, 0.75), triton=True, row_timeout_s=1800.0),
+    "full": ProfilePlan(10.0, 40.0, (0.25, 0.75), triton=True, row_timeout_s=1800.0),
 }
+
+#: Checkpoint timeout of the suite's job rows. A checkpoint barrier waits for the Python
+#: bundle in flight; on a loaded 2-core machine a 256-text bundle took over the default
+#: 60 s, the checkpoint expired and the job failed over (2026-12-03, load 10-13). 120 s
+#: keeps the worst-case commit delay (5 s + 120 s + 5 x (2 s + 120 s)) under the job's
+#: 900 s transaction timeout, which the guarantee check requires.
+SUITE_CHECKPOINT_TIMEOUT_MS = 120_000
 
 
 @dataclass(frozen=True)
@@ -77,6 +86,12 @@ TRITON = RowKey("raw Triton client loop", "Triton gRPC", "fp32")
 Runner = Callable[[str, int | None, dict[str, Any]], VariantResult]
 
 
+def _job_overrides() -> dict[str, dict[str, Any]]:
+    overrides = SUITE_JOB.overrides()
+    overrides["runtime"]["checkpoint_timeout_ms"] = SUITE_CHECKPOINT_TIMEOUT_MS
+    return overrides
+
+
 def _repeat(
     limit: int | None, plan: ProfilePlan, first: bool, run: Runner
 ) -> tuple[dict[RowKey, VariantResult], list[VariantResult]]:
@@ -84,7 +99,7 @@ def _repeat(
     from flinkai.bench.embed.variants import repo
     from flinkai.paths import bundled_udf_dir
 
-    overrides = SUITE_JOB.overrides()
+    overrides = _job_overrides()
     rows: dict[RowKey, VariantResult] = {
         RAW_FP32: run("raw_ort", limit, {"batch_size": RAW_BATCH, "variant": "fp32"}),
         RAW_INT8: run("raw_ort", limit, {"batch_size": RAW_BATCH, "variant": "int8"}),
@@ -364,7 +379,7 @@ def _once(limit: int | None, plan: ProfilePlan, report: DeviceReport, profile: s
                     limit,
                     {
                         "name": "raw Triton gRPC client loop (local server)",
-                        "overrides": SUITE_JOB.overrides(),
+                        "overrides": _job_overrides(),
                         "chunk": SUITE_JOB.arrow_batch,
                     },
                 ),
@@ -378,7 +393,7 @@ def run_embed_suite(
     repeats: int = 1,
     profile: str = "default",
     *,
-    run: Runner = run_variant,
+    run: Runner | None = None,
     report: DeviceReport | None = None,
 ) -> EntryOutput:
     """Run the repeats and build the matrix, the headline ratios and the raw runs."""
@@ -386,6 +401,11 @@ def run_embed_suite(
 
     plan = PLANS.get(profile, PLANS["default"])
     report = report or SystemProbe().report()
+    if run is None:
+
+        def run(kind: str, size: int | None, args: dict[str, Any]) -> VariantResult:
+            return run_variant(kind, size, args, timeout_s=plan.row_timeout_s)
+
     total = repeats * 6 + len(plan.curve_fractions) + 5
     with tqdm(total=total, desc="embed runs", unit="run", leave=False) as bar:
 
@@ -412,7 +432,8 @@ def run_embed_suite(
         "results: start-up included (job submission / session create / pipeline start to "
         "the last result). Each headline ratio is given for both figures and names it.",
         f"Job rows: settings {SUITE_JOB.label} (arrow/bundle/batch/threads), exactly-once "
-        f"Kafka in and out; raw ORT loop batch {RAW_BATCH}; Beam DirectRunner batch "
+        f"Kafka in and out, checkpoint timeout {SUITE_CHECKPOINT_TIMEOUT_MS // 1000} s; "
+        f"a row is killed after {plan.row_timeout_s:.0f} s; raw ORT loop batch {RAW_BATCH}; Beam DirectRunner batch "
         f"{BEAM_BATCH}, texts padded to one length. Latency: the job paced at half its "
         f"steady rate of the same repeat, {plan.latency_warmup_s:.0f} s paced warm-up, "
         f"{plan.latency_duration_s:.0f} s measured, at-least-once, bundle time 50 ms.",

@@ -322,9 +322,21 @@ def run_suite(
             result.error = f"{type(e).__name__}: {e}"
         result.seconds = time.perf_counter() - t0
         results.append(result)
-    # Charts first: a chart that fails leaves a note in the files written below.
-    if charts:
-        write_charts(entries, results, out)
+        # Charts, then the files, after every entry, so a run stopped midway keeps what
+        # finished; a chart that fails leaves a note in the files.
+        if charts:
+            write_charts([entry], [result], out)
+        _write(out, profile, started, info, results)
+    return results
+
+
+def _write(
+    out: Path,
+    profile: Profile,
+    started: float,
+    info: Mapping[str, Any],
+    results: Sequence[EntryResult],
+) -> None:
     payload = {
         "profile": profile,
         "started": started,
@@ -334,4 +346,3 @@ def run_suite(
     }
     (out / "results.json").write_text(json.dumps(payload, indent=2, default=str))
     (out / "matrix.md").write_text(render_matrix(results, info))
-    return results
