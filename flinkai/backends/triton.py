@@ -304,6 +304,14 @@ class TritonEmbeddingBackend(EmbeddingBackend):
         timeout = self.triton_config.timeout_s
         port = url.rpartition(":")[2]
         hint = f"is a Triton server running there? (`flinkai serve triton --port {port}`)"
+        if self.triton_config.tls:
+            ca = self.triton_config.ca_file or "the system trust store"
+            hint += (
+                f"; over TLS: is its certificate signed by a CA in {ca}, and does it "
+                "accept triton.cert_file (mutual TLS)?"
+            )
+        else:
+            hint += "; or does it serve TLS only (triton.tls)?"
         live = await self._rpc(lambda: self._client.is_server_live(client_timeout=timeout), hint)
         if not live:
             raise BackendUnavailableError(f"Triton at {url} is not live; {hint}")

@@ -78,7 +78,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--threads", type=int, default=0, help="onnxruntime intra-op threads (0: one per core)"
     )
     p.add_argument("--log-verbose", type=int, default=0, help="Triton log verbosity")
+    p.add_argument("--grpc-server-cert", default="", help="PEM certificate: serve gRPC over TLS")
+    p.add_argument("--grpc-server-key", default="", help="PEM key of --grpc-server-cert")
+    p.add_argument(
+        "--grpc-root-cert", default="", help="PEM CA that client certificates must chain to (mTLS)"
+    )
     return p.parse_args(argv)
+
+
+def _grpc_tls(args: argparse.Namespace) -> dict[str, Any]:
+    """PyTriton ``TritonConfig`` fields for gRPC over TLS (none without a server cert)."""
+    if not args.grpc_server_cert:
+        return {}
+    tls: dict[str, Any] = {
+        "grpc_use_ssl": True,
+        "grpc_server_cert": args.grpc_server_cert,
+        "grpc_server_key": args.grpc_server_key,
+    }
+    if args.grpc_root_cert:
+        tls.update(grpc_use_ssl_mutual=True, grpc_root_cert=args.grpc_root_cert)
+    return tls
 
 
 def _fix_libpython() -> None:
@@ -169,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         # No GPU metrics on CPU-only hosts: avoids NVML/DCGM noise at start.
         allow_gpu_metrics=False,
         exit_on_error=True,
+        **_grpc_tls(args),
     )
 
     def _terminate(signum: int, _frame: object) -> None:

@@ -285,6 +285,10 @@ class TritonServerOptions:
         run_dir: Logs, pid file and PyTriton workspace (see :func:`workspace_dir`); default
             ``cache_root()/serve/triton-<grpc_port>``.
         venv: Server venv; default :func:`server_venv_dir`.
+        tls_cert_file: PEM server certificate; set, gRPC is served over TLS only.
+        tls_key_file: PEM private key of ``tls_cert_file``.
+        tls_client_ca_file: PEM CA that client certificates must chain to; set, the
+            server requires one (mutual TLS).
     """
 
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -300,8 +304,15 @@ class TritonServerOptions:
     stop_timeout_s: float = 30.0
     run_dir: Path | None = None
     venv: Path | None = None
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_client_ca_file: str = ""
 
     def __post_init__(self) -> None:
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ConfigError("tls_cert_file and tls_key_file go together")
+        if self.tls_client_ca_file and not self.tls_cert_file:
+            raise ConfigError("tls_client_ca_file needs tls_cert_file")
         ports = {"grpc": self.grpc_port, "http": self.http_port, "metrics": self.metrics_port}
         for what, port in ports.items():
             if not 1 <= port <= 65535:
@@ -470,6 +481,13 @@ class TritonServer:
             "--max-queue-size", str(opts.max_queue_size),
             "--threads", str(opts.threads),
         ]  # fmt: skip
+        for flag, path in (
+            ("--grpc-server-cert", opts.tls_cert_file),
+            ("--grpc-server-key", opts.tls_key_file),
+            ("--grpc-root-cert", opts.tls_client_ca_file),
+        ):
+            if path:
+                cmd += [flag, str(Path(path).expanduser().absolute())]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         # The server venv must not see this venv's packages (numpy 2 vs <2).
         env.pop("PYTHONPATH", None)
@@ -536,7 +554,12 @@ class TritonServer:
         grpc: Any = require("tritonclient.grpc", "triton")
         deadline = started + self.options.start_timeout_s
         last_error = "no answer yet"
-        client = grpc.InferenceServerClient(self.grpc_url)
+        if self.options.tls_cert_file:
+            # A TLS endpoint needs a client that trusts (and, for mTLS, is trusted by)
+            # the server's CA; the loopback HTTP endpoint answers the same questions.
+            client: Any = _HttpReadiness(self.options)
+        else:
+            client = grpc.InferenceServerClient(self.grpc_url)
         try:
             while True:
                 assert self._proc is not None
@@ -619,6 +642,32 @@ class TritonServer:
         self._proc.returncode = 0
         self._proc = None
         return info
+
+
+class _HttpReadiness:
+    """Liveness and model readiness over Triton's HTTP endpoint (KServe v2 REST)."""
+
+    def __init__(self, options: TritonServerOptions) -> None:
+        host = "127.0.0.1" if options.address in ("0.0.0.0", "") else options.address
+        self._base = f"http://{host}:{options.http_port}/v2"
+
+    def _ok(self, path: str, timeout_s: float) -> bool:
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(self._base + path, timeout=timeout_s) as response:
+                return bool(response.status == 200)
+        except OSError:  # refused, timed out, or an HTTP error status (not ready)
+            return False
+
+    def is_server_live(self, client_timeout: float) -> bool:
+        return self._ok("/health/live", client_timeout)
+
+    def is_model_ready(self, name: str, client_timeout: float) -> bool:
+        return self._ok(f"/models/{name}/ready", client_timeout)
+
+    def close(self) -> None:
+        pass
 
 
 def _group_shm_segments(pgid: int) -> set[Path]:

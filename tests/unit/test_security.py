@@ -251,3 +251,49 @@ def test_triton_tls_options_are_file_paths() -> None:
         "private_key": None,
         "certificate_chain": None,
     }
+
+
+def test_triton_server_tls_flags_and_options() -> None:
+    from flinkai.serve.pytriton_app import _grpc_tls, parse_args
+    from flinkai.serve.triton_server import TritonServerOptions
+
+    base = ["--model-dir", "m", "--workspace", "w"]
+    assert _grpc_tls(parse_args(base)) == {}
+    tls = ["--grpc-server-cert", "s.crt", "--grpc-server-key", "s.key"]
+    assert _grpc_tls(parse_args(base + tls)) == {
+        "grpc_use_ssl": True,
+        "grpc_server_cert": "s.crt",
+        "grpc_server_key": "s.key",
+    }
+    mutual = _grpc_tls(parse_args([*base, *tls, "--grpc-root-cert", "ca.pem"]))
+    assert (mutual["grpc_use_ssl_mutual"], mutual["grpc_root_cert"]) == (True, "ca.pem")
+    with pytest.raises(ConfigError, match="go together"):
+        TritonServerOptions(tls_cert_file="s.crt")
+    with pytest.raises(ConfigError, match="needs tls_cert_file"):
+        TritonServerOptions(tls_client_ca_file="ca.pem")
+
+
+def test_a_pbes2_encrypted_client_key_is_refused_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    # cryptography (like openssl by default) encrypts PKCS#8 keys with PBES2
+    key = tmp_path / "client.key"
+    key.write_bytes(
+        ec.generate_private_key(ec.SECP256R1()).private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(CANARY.encode()),
+        )
+    )
+    cert = tmp_path / "client.crt"
+    cert.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    monkeypatch.setenv("T_KEY_PW", CANARY)
+    sec = KafkaSecurityConfig(
+        protocol="SSL", cert_file=str(cert), key_file=str(key), key_password_env="T_KEY_PW"
+    )
+    with pytest.raises(ConfigError, match=r"PBES2.*-v1 PBE-SHA1-3DES") as e:
+        flink_table_options(sec)
+    assert CANARY not in str(e.value)
