@@ -58,6 +58,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--threads", type=int, default=0, help="onnxruntime threads in the server (0: one per core)"
     )
     triton.add_argument("--start-timeout-s", type=float, default=180.0)
+    triton.add_argument("--tls-cert", default="", help="PEM server certificate: gRPC over TLS")
+    triton.add_argument("--tls-key", default="", help="PEM private key of --tls-cert")
+    triton.add_argument(
+        "--tls-client-ca", default="", help="require client certificates from this CA (mTLS)"
+    )
     triton.add_argument(
         "--foreground",
         action="store_true",
@@ -113,6 +118,9 @@ def _start(args: argparse.Namespace) -> int:
         max_queue_delay_us=args.max_queue_delay_us,
         threads=args.threads,
         start_timeout_s=args.start_timeout_s,
+        tls_cert_file=args.tls_cert,
+        tls_key_file=args.tls_key,
+        tls_client_ca_file=args.tls_client_ca,
     )
     server = TritonServer(options, progress=_err)
     if not args.foreground:
