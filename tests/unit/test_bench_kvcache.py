@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flinkai.bench.kvcache import Profile, _table, run_kvcache_bench
+from flinkai.bench.kvcache import MODES, Profile, _table, run_kvcache_bench
 from tests.unit.llm_fake import FakeDecoder
 
 
@@ -21,5 +21,7 @@ def test_every_mode_serves_every_cell_and_the_shared_prefix_is_reused() -> None:
         else:
             # 90% of 80 = 72 shared tokens: 9 whole blocks of 8
             assert r["cached_tokens_mean"] == (72 if r["length"] == 80 else 32)
+    # At 0 % share no mode may find anything, the cold Kafka worker included.
+    assert MODES.index("kafka_cold") < MODES.index("kafka_warm")
     table = _table(rows)
     assert table.count("\n") == len(rows) + 1 and "| 80 | 90% | memory |" in table
