@@ -14,8 +14,9 @@ import httpx
 import numpy as np
 import pytest
 
-from flinkai.config import RagConfig
+from flinkai.config import RagConfig, load_config
 from flinkai.local.process import free_port
+from flinkai.rag import open_index
 from flinkai.rag.chroma import ChromaIndex
 from flinkai.rag.errors import IndexUnavailableError, InvalidChunkError
 from flinkai.rag.index import (
@@ -284,3 +285,7 @@ def test_chroma_server_down_names_the_url_and_the_command() -> None:
         ChromaIndex(RagConfig(port=port, timeout_s=2.0))
     assert f"http://127.0.0.1:{port}" in str(e.value)
     assert "flinkai chroma start" in str(e.value)
+    # open_index, the sink's entry point, takes the whole config and fails the same way.
+    config = load_config(env={"FLINKAI_RAG_PORT": str(port), "FLINKAI_RAG_TIMEOUT_S": "2"})
+    with pytest.raises(IndexUnavailableError, match=f"127.0.0.1:{port}"):
+        open_index(config)
