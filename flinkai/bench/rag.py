@@ -326,7 +326,7 @@ def _stream_phase(
         if not _wait(lambda: set(warm) <= set(index.documents()), opts.timeout_s, 1.0):
             raise RuntimeError(f"the ingest job stored no warm-up document in {opts.timeout_s} s")
         base_count = index.count()
-        probe = _Probe(index)
+        probe = _Probe(ChromaIndex(config.rag))  # its own client: it runs in another thread
         probe.start()
         progress(f"stream: {len(texts)} documents at {opts.rate}/s")
         first_send = time.time()
@@ -350,6 +350,7 @@ def _stream_phase(
         last = time.time()
         _wait(lambda: not probe.pending, 30.0, 0.2)
         probe.stop()
+        probe.index.close()
         result.fresh_s = list(probe.fresh_s.values())
         result.missing = len(probe.pending)
         result.query_ms = probe.query_ms
