@@ -2,11 +2,14 @@
 
 Why words and not the embedder's tokens: the chunk boundaries must be the same in
 every process and for every backend (ONNX, Triton, a future model), and the sink
-must not load a tokenizer to decide them. MiniLM reads 256 word pieces and English
-prose averages about 1.3 pieces per word, so the default 160-word window usually
-fits the model's input. A chunk that does not (long numbers, rare words) is
-embedded from its first 256 pieces; its text is still stored whole. ``overlap`` words are repeated at the start of the next chunk so a passage
-cut at a boundary is still found whole in one of the two.
+must not load a tokenizer to decide them. MiniLM reads 256 word pieces. On AG News
+text, 128-word windows hold 173 pieces at the median and 0.9% of them exceed 256
+(160-word windows: 215 and 7.2%), so the default 128 keeps nearly every chunk inside
+the model's input. A chunk that does not fit is embedded from its first 256 pieces;
+its text is still stored whole (the token counts include [CLS] and [SEP]).
+
+``overlap`` words are repeated at the start of the next chunk, so a passage cut at a
+boundary is still found whole in one of the two.
 
 Chunks are slices of the original text (spacing and punctuation kept), so the text
 a query returns is exactly what the document said.
@@ -29,7 +32,7 @@ class TooManyChunksError(InvalidChunkError):
     """A document needs more than ``rag.max_chunks`` chunks; it is rejected, not cut."""
 
 
-def chunk_text(text: str, words: int = 160, overlap: int = 32, max_chunks: int = 256) -> list[str]:
+def chunk_text(text: str, words: int = 128, overlap: int = 24, max_chunks: int = 256) -> list[str]:
     """``text`` as windows of ``words`` words, each repeating ``overlap`` of the last.
 
     Deterministic: the same text and parameters always give the same chunks. A
