@@ -134,7 +134,10 @@ def test_anomaly_state_survives_taskmanager_kill(
     warm = WARM * len(SERIES)
     base = load_config(env={})
     conf = {**base.runtime.flink_conf, "flinkai.anomaly.scorer.warmup": str(WARMUP)}
-    config = base.with_overrides(runtime={"flink_conf": conf})
+    # 12 restarts 3 s apart: time for the new TaskManager to register on a busy host,
+    # still inside the runner's transaction-timeout check (900 s).
+    runtime = {"flink_conf": conf, "restart_attempts": 12, "restart_delay_ms": 3000}
+    config = base.with_overrides(runtime=runtime)
     job = AnomalyJob(kafka_broker.bootstrap, config=config,
                      target=Target(flink_cluster.jobmanager), model=tiny_model)  # fmt: skip
     interval_s = job.config.runtime.checkpoint_interval_ms / 1000
