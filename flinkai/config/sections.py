@@ -375,6 +375,9 @@ class RagConfig:
         local_data_dir: Data dir of ``flinkai chroma start``; empty means
             ``$FLINKAI_HOME/chroma``.
         local_start_timeout_s: How long ``flinkai chroma start`` waits for the heartbeat.
+        tls: Talk HTTPS to the server (e.g. behind a TLS-terminating ingress).
+        ca_file: PEM bundle that signs the server's certificate; empty means the
+            system trust store. Only read when ``tls`` is on.
     """
 
     host: str = "127.0.0.1"
@@ -390,7 +393,8 @@ class RagConfig:
     timeout_s: float = 10.0
     local_data_dir: str = ""
     local_start_timeout_s: float = 60.0
-    # TLS and credentials fields belong here when the server is run remotely.
+    tls: bool = False
+    ca_file: str = ""
 
     def __post_init__(self) -> None:
         if not _COLLECTION_NAME.fullmatch(self.collection):
@@ -419,8 +423,9 @@ class RagConfig:
 
     @property
     def url(self) -> str:
-        """``http://host:port`` of the server."""
-        return f"http://{self.host}:{self.port}"
+        """``http(s)://host:port`` of the server."""
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -84,12 +85,23 @@ class ChromaIndex(VectorIndex):
             raise InvalidChunkError(
                 f"rag.collection is too long: {versions_name!r} must fit in 512 characters"
             )
+        if config.tls and config.ca_file and not Path(config.ca_file).is_file():
+            raise IndexUnavailableError(
+                f"rag.ca_file {config.ca_file!r} for the Chroma server at {self.url} "
+                "is not a readable file"
+            )
+        # ssl_verify: None keeps httpx's default (the system store); a path pins the CA.
+        settings = Settings(
+            anonymized_telemetry=False,
+            chroma_server_ssl_verify=(config.ca_file or None) if config.tls else None,
+        )
         self._client: Any = self._call(
             "connect",
             lambda: chromadb.HttpClient(  # type: ignore[attr-defined]
                 host=config.host,
                 port=config.port,
-                settings=Settings(anonymized_telemetry=False),
+                ssl=config.tls,
+                settings=settings,
             ),
         )
         self._set_timeout(config.timeout_s)
@@ -294,9 +306,13 @@ class ChromaIndex(VectorIndex):
             return fn()
         except (OSError, httpx.HTTPError, ChromaError, ValueError) as e:
             # ValueError: the client's "Could not connect to a Chroma server".
+            hint = "Is it running? Start a local one with `flinkai chroma start`"
+            if self.config.tls:
+                ca = self.config.ca_file or "the system trust store"
+                hint += f"; its certificate must be signed by a CA in {ca} (rag.ca_file)"
             raise IndexUnavailableError(
                 f"the Chroma server at {self.url} failed to {what}: {type(e).__name__}: {e}. "
-                "Is it running? Start a local one with `flinkai chroma start`"
+                + hint
             ) from e
 
     def _set_timeout(self, timeout_s: float) -> None:
