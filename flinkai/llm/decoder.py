@@ -30,11 +30,15 @@ class DecoderOptions:
         intra_op_threads: Threads per operator; 0 means one per host core.
         verify_checksums: Hash the files against the manifest when loading.
         graph_optimization: ORT graph optimisation (fusions); off only for debugging.
+        allow_spinning: Let idle pool threads busy-wait. Off by default, as for the
+            embedder (``onnx.allow_spinning``): on cores shared with the JVM and Kafka a
+            spinning thread steals the time the working one needs.
     """
 
     intra_op_threads: int = 0
     verify_checksums: bool = True
     graph_optimization: bool = True
+    allow_spinning: bool = False
 
 
 class OnnxDecoder:
@@ -57,6 +61,9 @@ class OnnxDecoder:
         so = ort.SessionOptions()
         so.intra_op_num_threads = options.intra_op_threads or (os.cpu_count() or 1)
         so.inter_op_num_threads = 1
+        so.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if options.allow_spinning else "0"
+        )
         so.graph_optimization_level = (
             ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             if options.graph_optimization

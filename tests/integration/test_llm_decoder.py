@@ -20,7 +20,7 @@ import pytest
 from flinkai.datasets import load_ag_news
 from flinkai.llm.artifacts import load_llm_artifacts
 from flinkai.llm.cache import KvCache
-from flinkai.llm.decoder import OnnxDecoder
+from flinkai.llm.decoder import DecoderOptions, OnnxDecoder
 from flinkai.llm.errors import LlmArtifactError
 from flinkai.llm.generate import greedy
 from flinkai.llm.tokenizer import LlmTokenizer
@@ -70,7 +70,8 @@ def decoder() -> OnnxDecoder:
         from flinkai.models.llm_export import export_llm
 
         export_llm()
-    return OnnxDecoder.load()
+    # One thread each side: on a shared 2-core machine two threads mostly wait on each other.
+    return OnnxDecoder.load(options=DecoderOptions(intra_op_threads=1))
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +87,11 @@ def tokenizer(decoder: OnnxDecoder) -> LlmTokenizer:
 @pytest.fixture(scope="module")
 def reference() -> Iterator[tuple[Any, Any]]:
     """transformers' fp32 model and tokenizer on the same GGUF."""
+    import torch
+
     from flinkai.models.llm_export import load_reference
 
+    torch.set_num_threads(1)
     model, hf_tokenizer = load_reference()
     yield model, hf_tokenizer
     del model
