@@ -54,6 +54,7 @@ def run_llm_bench(
     decode_tokens: int = 16,
     threads: int = 0,
     with_torch: bool = True,
+    allow_spinning: bool = False,
     progress: Any = print,
 ) -> dict[str, Any]:
     """Measure ORT (and torch) prefill per length and ORT decode per token."""
@@ -61,7 +62,9 @@ def run_llm_bench(
     from flinkai.llm.tokenizer import LlmTokenizer
 
     threads = threads or (os.cpu_count() or 1)
-    decoder = OnnxDecoder.load(options=DecoderOptions(intra_op_threads=threads))
+    decoder = OnnxDecoder.load(
+        options=DecoderOptions(intra_op_threads=threads, allow_spinning=allow_spinning)
+    )
     art = decoder.artifacts
     tokenizer = LlmTokenizer(
         art.tokenizer_path, art.chat_template_path.read_text(), decoder.manifest.special_tokens
@@ -117,6 +120,7 @@ def run_llm_bench(
         "model_id": decoder.model_id,
         "model_version": decoder.model_version,
         "threads": threads,
+        "allow_spinning": allow_spinning,
         "kv_bytes_per_token": decoder.shape.kv_bytes_per_token,
         "repeats": 1,
         "gpu": "n/a (no GPU)",
@@ -169,5 +173,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--decode-tokens", type=int, default=16, help="decode steps (16)")
     parser.add_argument("--threads", type=int, default=0, help="threads, 0 = all cores")
     parser.add_argument("--no-torch", action="store_true", help="skip the torch reference")
+    parser.add_argument(
+        "--allow-spinning", action="store_true", help="let ORT pool threads busy-wait"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.set_defaults(handler=_handle)
