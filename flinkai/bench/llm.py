@@ -136,6 +136,7 @@ def _handle(args: argparse.Namespace) -> int:
         decode_tokens=args.decode_tokens,
         threads=args.threads,
         with_torch=not args.no_torch,
+        allow_spinning=args.allow_spinning,
     )
     print()
     print(
