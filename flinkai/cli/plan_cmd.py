@@ -45,8 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     kv.add_argument(
         "--check",
         action="store_true",
-        help="measure: MiniLM K/V projections on real text, and the cache of a decoder "
-        "with the model's shape (random weights)",
+        help="measure: MiniLM K/V projections on real text, the cache of a decoder "
+        "with the model's shape (random weights), and for smollm2-135m the cache of the "
+        "exported ONNX decoder (flinkai model export-llm)",
     )
     kv.add_argument(
         "--check-seq-len", type=int, default=256, help="prefill length of the decoder check"
@@ -150,10 +151,34 @@ def _kv_checks(shape: ModelShape, seq_len: int) -> dict[str, Any]:
         f"{_error(formula, gqa.bytes)}), GQA-corrected {corrected:.0f} B (error "
         f"{_error(corrected, gqa.bytes)})"
     )
-    return {
+    checks: dict[str, Any] = {
         "bert": {**bert.__dict__, "formula_bytes": planned},
         "decoder": {**gqa.__dict__, "formula_bytes": formula, "gqa_bytes": corrected},
     }
+    if shape == SMOLLM2_135M:
+        checks["onnx_decoder"] = _onnx_decoder_check(texts, shape, seq_len)
+    return checks
+
+
+def _onnx_decoder_check(texts: list[str], shape: ModelShape, seq_len: int) -> dict[str, Any]:
+    # The exported decoder is the cache the snapshot store moves: the planner's last word.
+    from flinkai.llm.errors import LlmArtifactError
+    from flinkai.plan.measure import measure_onnx_decoder_kv
+
+    try:
+        real = measure_onnx_decoder_kv(" ".join(texts), seq_len)
+    except LlmArtifactError as e:
+        print(f"  exported ONNX decoder: not checked ({e})")
+        return {"skipped": str(e)}
+    formula = kv_cache_bytes(real.seq_len, shape.hidden, shape.layers, bits=32)
+    corrected = kv_cache_bytes_gqa(shape, real.seq_len, bits=32)
+    print(
+        f"  {real.model} ONNX decoder (flinkai model export-llm) after a {real.seq_len}-token "
+        f"prefill of real text: measured {real.bytes} B (width {real.width}); formula "
+        f"{formula:.0f} B (error {_error(formula, real.bytes)}), GQA-corrected "
+        f"{corrected:.0f} B (error {_error(corrected, real.bytes)})"
+    )
+    return {**real.__dict__, "formula_bytes": formula, "gqa_bytes": corrected}
 
 
 def _texts() -> list[str]:

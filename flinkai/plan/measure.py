@@ -5,6 +5,9 @@
   a cache would hold.
 - :func:`measure_gqa_kv`: a Llama decoder with a given shape (random weights: the
   sizes do not depend on them) run with ``use_cache``; the returned cache is measured.
+- :func:`measure_onnx_decoder_kv`: the exported SmolLM2 ONNX decoder
+  (``flinkai model export-llm``, no torch) prefilled with real text; its ``KvCache`` is
+  what the snapshot store moves, so the planner is checked against the real thing.
 - :func:`measure_cross_attention`: the dense score tensor, the windowed mask and the
   per-window blocks, allocated for real.
 """
@@ -13,10 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from flinkai.errors import require
 from flinkai.plan.cross_attention import window_starts
+from flinkai.plan.errors import PlanError
 from flinkai.plan.kvcache import ModelShape
 
 __all__ = [
@@ -25,6 +32,7 @@ __all__ = [
     "measure_bert_kv",
     "measure_cross_attention",
     "measure_gqa_kv",
+    "measure_onnx_decoder_kv",
 ]
 
 
@@ -105,6 +113,46 @@ def measure_gqa_kv(shape: ModelShape, seq_len: int, batch: int = 1) -> KvMeasure
         int(first.shape[1] * first.shape[3]),
         sum(int(t.numel() * t.element_size()) for t in tensors),
         int(first.element_size()),
+    )
+
+
+def measure_onnx_decoder_kv(
+    text: str, seq_len: int, folder: str | Path | None = None
+) -> KvMeasurement:
+    """The KV cache of the exported ONNX decoder after a ``seq_len``-token prefill.
+
+    Args:
+        text: Real text; its tokens are repeated until there are ``seq_len``.
+        seq_len: Prefill length.
+        folder: The export folder; the default ``export-llm`` folder when None.
+
+    Raises:
+        LlmArtifactError: No valid export (the message names ``flinkai model export-llm``).
+        PlanError: ``text`` has no tokens or ``seq_len`` < 1.
+    """
+    from flinkai.llm.decoder import OnnxDecoder
+    from flinkai.llm.tokenizer import LlmTokenizer
+
+    if seq_len < 1:
+        raise PlanError(f"seq_len must be >= 1, got {seq_len}")
+    decoder = OnnxDecoder.load(folder)
+    artifacts = decoder.artifacts
+    tokenizer = LlmTokenizer(
+        artifacts.tokenizer_path, artifacts.chat_template_path.read_text(encoding="utf-8")
+    )
+    ids = tokenizer.encode(text)
+    if not ids:
+        raise PlanError("the check text has no tokens")
+    ids = (ids * (seq_len // len(ids) + 1))[:seq_len]
+    _, cache = decoder.forward(ids)
+    return KvMeasurement(
+        decoder.model_id,
+        1,
+        cache.seq_len,
+        cache.n_layers,
+        cache.n_kv_heads * cache.head_dim,
+        cache.nbytes,
+        int(np.dtype(cache.dtype).itemsize),
     )
 
 

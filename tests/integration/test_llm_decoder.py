@@ -220,3 +220,16 @@ def test_empty_past_and_single_tokens(decoder: OnnxDecoder) -> None:
         logits, cache = decoder.forward([t], cache)
     np.testing.assert_allclose(logits, all_at_once, atol=1e-4, rtol=0)
     assert logits.shape == (decoder.shape.vocab_size,)
+
+
+def test_kv_planner_matches_the_real_decoder_cache(decoder: OnnxDecoder) -> None:
+    """``flinkai plan kv-cache``: the GQA-corrected size is the real cache, byte for byte;
+    the hidden-size formula overstates it by heads / kv_heads (3x for SmolLM2)."""
+    from flinkai.plan.kvcache import SMOLLM2_135M, kv_cache_bytes, kv_cache_bytes_gqa
+    from flinkai.plan.measure import measure_onnx_decoder_kv
+
+    text = load_ag_news(limit=1)[0][1]
+    real = measure_onnx_decoder_kv(text, 96, folder=decoder.artifacts.root)
+    assert (real.seq_len, real.layers, real.width) == (96, 30, 3 * 64)
+    assert real.bytes == kv_cache_bytes_gqa(SMOLLM2_135M, 96, bits=32)
+    assert kv_cache_bytes(96, SMOLLM2_135M.hidden, SMOLLM2_135M.layers, bits=32) == 3 * real.bytes
