@@ -155,6 +155,12 @@ def _why(results: Sequence[VariantResult]) -> str:
     return "n/a"
 
 
+def _cell(why: str) -> str:
+    """The reason as a cell shows it: GPU rows repeat one long probe message in every
+    column, so cells say "n/a (no GPU)" and the note column keeps the whole reason."""
+    return "n/a (no GPU)" if why.startswith("n/a (no GPU") else why
+
+
 def _num(values: Sequence[float | None], why: str) -> float | str:
     median = _median(values)
     return median if median is not None else why
@@ -164,7 +170,7 @@ def _errors(r: VariantResult) -> int | str:
     if r.note.startswith("failed"):
         return "run failed"
     if r.note.startswith(("n/a", "not run")):
-        return r.note
+        return _cell(r.note)
     if "dead_letters" in r.extra:
         return int(r.extra["dead_letters"]) + int(r.extra.get("missing", 0))
     if "outputs" in r.extra:  # Beam: results that never came
@@ -198,7 +204,7 @@ def matrix_rows(
     series = [(k, [run[k] for run in runs if k in run]) for k in keys]
     series += [(k, [r]) for k, r in once]
     for key, results in series:
-        why = _why(results)
+        why = _cell(_why(results))
         first = results[0]
         phases = [r.extra.get("cold_start_s") or {} for r in results]
         startup = [r.extra.get("first_output_s", r.extra.get("first_output_after_submit_s"))
