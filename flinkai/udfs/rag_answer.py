@@ -1,0 +1,99 @@
+"""``rag_answer``: an LLM answer from retrieved passages, naming its sources.
+
+    CREATE TEMPORARY FUNCTION rag_answer AS 'rag_answer.rag_answer' LANGUAGE PYTHON;
+    SELECT rag_answer(question, retrieve(question, 5)) ...
+    SELECT rag_answer(question, passages, '{"max_new_tokens": 16}') ...
+
+``passages`` is ``retrieve``'s ARRAY<ROW<doc_id, chunk_id, score, text>>. The result is
+ROW<answer, sources ARRAY<STRING>, cited ARRAY<STRING>, model_version, prompt_tokens,
+cached_tokens, ttft_ms, truncated_passages, dropped_passages, error>; ``sources`` are
+the chunk ids of the passages put in the prompt, ``error`` is ``reason: detail``
+(see :mod:`flinkai.functions.rag_answer`). The decoder, tokenizer and prefix store
+(``llm`` section) are loaded once per worker in ``open()``, as for ``llm_complete``.
+"""
+
+from collections.abc import Sequence
+
+from pyflink.table import DataTypes, Row
+from pyflink.table.udf import FunctionContext, ScalarFunction, udf
+
+from flinkai.functions.events import Reason
+from flinkai.functions.guard import internal_error_detail
+from flinkai.functions.llm import LlmCompleteFunction, build_store, load_prompt_model
+from flinkai.functions.rag_answer import Passage, RagAnswerFunction, RagAnswerRow
+from flinkai.runtime.environment import config_from_function_context
+from flinkai.runtime.udf import row_guard
+
+__all__ = ["rag_answer"]
+
+ANSWER_ROW = DataTypes.ROW(
+    [
+        DataTypes.FIELD("answer", DataTypes.STRING()),
+        DataTypes.FIELD("sources", DataTypes.ARRAY(DataTypes.STRING())),
+        DataTypes.FIELD("cited", DataTypes.ARRAY(DataTypes.STRING())),
+        DataTypes.FIELD("model_version", DataTypes.STRING()),
+        DataTypes.FIELD("prompt_tokens", DataTypes.INT()),
+        DataTypes.FIELD("cached_tokens", DataTypes.INT()),
+        DataTypes.FIELD("ttft_ms", DataTypes.DOUBLE()),
+        DataTypes.FIELD("truncated_passages", DataTypes.INT()),
+        DataTypes.FIELD("dropped_passages", DataTypes.INT()),
+        DataTypes.FIELD("error", DataTypes.STRING()),
+    ]
+)
+
+# Positions in retrieve's ROW<doc_id, chunk_id, score, text>.
+_CHUNK_ID, _TEXT = 1, 3
+
+
+def _passages(hits: Sequence[Row] | None) -> list[Passage] | None:
+    if hits is None:
+        return None
+    return [Passage(str(h[_CHUNK_ID]), str(h[_TEXT] or "")) for h in hits if h is not None]
+
+
+def _row(r: RagAnswerRow) -> Row:
+    return Row(
+        r.answer,
+        None if r.sources is None else list(r.sources),
+        None if r.cited is None else list(r.cited),
+        r.model_version,
+        r.prompt_tokens,
+        r.cached_tokens,
+        r.ttft_ms,
+        r.truncated_passages,
+        r.dropped_passages,
+        r.error,
+    )
+
+
+class _RagAnswer(ScalarFunction):
+    """Row at a time: one question is one LLM prefill and decode."""
+
+    def open(self, function_context: FunctionContext) -> None:
+        config = config_from_function_context(function_context)
+        llm = LlmCompleteFunction(config, load_prompt_model(config), build_store(config))
+        self._fn = RagAnswerFunction(llm)
+        self._guard = row_guard(function_context, config, "rag_answer")
+
+    def eval(
+        self, question: str | None, hits: Sequence[Row] | None, options: str | None = None
+    ) -> Row:
+        def answer(_: None) -> RagAnswerRow:
+            return self._fn(question, _passages(hits), options)
+
+        def failed(_: None, e: Exception) -> RagAnswerRow:
+            detail = f"{Reason.INTERNAL_ERROR.value}: {internal_error_detail(e)}"
+            return RagAnswerRow(None, None, None, None, None, None, None, None, None, detail)
+
+        return _row(self._guard.rows([None], answer, failed)[0])
+
+    def close(self) -> None:
+        self._fn.close()
+
+    def is_deterministic(self) -> bool:
+        # The job reads several fields of the result; the planner may copy a
+        # deterministic call into each of them (one LLM run per field).
+        return False
+
+
+rag_answer = udf(_RagAnswer(), result_type=ANSWER_ROW, deterministic=False)
