@@ -171,6 +171,7 @@ def build_store(config: Config) -> SnapshotStore | None:
             max_record_bytes=llm.max_record_bytes,
             cache_max_bytes=llm.cache_max_bytes,
             cache_ttl_s=llm.cache_ttl_s,
+            security=config.kafka.security,
         )
     )
 

@@ -34,8 +34,12 @@ import kafka.errors as kerrors
 import numpy as np
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from flinkai.config import KafkaSecurityConfig
 from flinkai.kafka.admin import create_topics
 from flinkai.kafka.errors import KafkaError as FlinkAIKafkaError
+from flinkai.kafka.probe import check_access
+from flinkai.kafka.security import python_client_options
+from flinkai.security import redact
 from flinkai.state.base import (
     Snapshot,
     SnapshotKey,
@@ -116,6 +120,8 @@ class KafkaStoreConfig:
             seen waits for it to become visible (see ``_await_version``).
         create_topic: Create the topic (compacted) if it does not exist.
         topic_configs: Extra configs for a topic the store creates.
+        security: Client security (``kafka.security``) for the producer, both
+            consumers and the admin client; the default is plain text.
     """
 
     bootstrap: str
@@ -132,6 +138,7 @@ class KafkaStoreConfig:
     visibility_timeout_s: float = 2.0
     create_topic: bool = True
     topic_configs: Mapping[str, str] = field(default_factory=dict)
+    security: KafkaSecurityConfig = field(default_factory=KafkaSecurityConfig)
 
     def __post_init__(self) -> None:
         if self.max_record_bytes <= 2 * RECORD_OVERHEAD_BYTES:
@@ -289,9 +296,10 @@ class KafkaSnapshotStore(SnapshotStore):
         self._consumer: Any = None
         self._fetcher: Any = None
         self._closed = False
-        if config.create_topic:
-            self._create_topic()
+        self._check_access()
         try:
+            if config.create_topic:
+                self._create_topic()
             self._consumer = self._new_consumer("index")
             self._fetcher = self._new_consumer("fetch")
             self._partitions = self._topic_partitions()
@@ -670,6 +678,27 @@ class KafkaSnapshotStore(SnapshotStore):
             ) from e
         return offsets
 
+    def _client_options(self) -> dict[str, Any]:
+        """kafka-python security arguments, from the one ``kafka.security`` mapping."""
+        return python_client_options(self.config.security)
+
+    def _check_access(self) -> None:
+        """On a secured listener, fail fast and clearly on a refused TLS or SASL login.
+
+        kafka-python reports a rejected password or an untrusted certificate only as
+        a timeout after ``request_timeout_s``; the step-by-step probe (TCP, TLS, SASL)
+        names the step, the listener and the mechanism, never the secret.
+        """
+        sec = self.config.security
+        if sec.protocol == "PLAINTEXT":
+            return
+        try:
+            check_access(self.config.bootstrap, sec, min(self.config.request_timeout_s, 10.0))
+        except FlinkAIKafkaError as e:
+            raise StoreUnavailableError(
+                redact(f"snapshot store {self.config.topic!r}: {e}")
+            ) from None
+
     def _writer(self) -> Any:
         if self._producer is not None:
             return self._producer
@@ -677,6 +706,7 @@ class KafkaSnapshotStore(SnapshotStore):
         try:
             producer = KafkaProducer(
                 bootstrap_servers=c.bootstrap,
+                **self._client_options(),
                 client_id="flinkai-state-writer",
                 transactional_id=c.transactional_id or f"flinkai-state-{uuid.uuid4().hex}",
                 enable_idempotence=True,
@@ -711,6 +741,7 @@ class KafkaSnapshotStore(SnapshotStore):
         try:
             return KafkaConsumer(
                 bootstrap_servers=c.bootstrap,
+                **self._client_options(),
                 client_id=f"flinkai-state-{role}",
                 group_id=None,
                 enable_auto_commit=False,
@@ -731,7 +762,12 @@ class KafkaSnapshotStore(SnapshotStore):
         }
         try:
             create_topics(
-                c.bootstrap, [c.topic], c.partitions, configs=configs, timeout_s=c.request_timeout_s
+                c.bootstrap,
+                [c.topic],
+                c.partitions,
+                configs=configs,
+                timeout_s=c.request_timeout_s,
+                security=c.security,
             )
         except FlinkAIKafkaError as e:
             raise StoreUnavailableError(str(e)) from e
