@@ -189,6 +189,12 @@ class _Retrieve(ScalarFunction):
     def close(self) -> None:
         self._retriever.close()
 
+    def is_deterministic(self) -> bool:
+        # rag_answer.sql reads the result in many columns; the planner copies a
+        # deterministic call into each (one search per copy, and a live index may
+        # answer each copy differently, so the passages and the answer could disagree).
+        return False
+
 
 parse_doc_event = udf(_ParseDocEvent(), result_type=DOC_EVENT_ROW, func_type="pandas")
 index_document = udf(_IndexDocument(), result_type=INDEX_RESULT_ROW, func_type="pandas")
