@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from flinkai.functions.events import Reason
 from flinkai.functions.llm import LlmCompleteFunction, LlmReason
 
 __all__ = [
@@ -207,11 +208,14 @@ class RagAnswerFunction:
     ) -> RagAnswerRow:
         """Answer one question.
 
-        A NULL question or NULL passages (the question was invalid or could not be
-        embedded; the job dead-letters it) give an all-NULL row without an error.
+        A NULL question (an invalid record, dead-lettered by its parse) gives an
+        all-NULL row without an error; NULL passages (``retrieve`` could not embed
+        the question) give an ``inference_failed`` error. Neither calls the model.
         """
-        if question is None or passages is None:
+        if question is None:
             return _NOTHING
+        if passages is None:
+            return _error(Reason.INFERENCE_FAILED.value, "the question could not be embedded")
         if not passages:
             return _NO_PASSAGES
         grounded = build_prompt(question, passages, self.fits)

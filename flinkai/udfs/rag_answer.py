@@ -5,10 +5,16 @@
     SELECT rag_answer(question, passages, '{"max_new_tokens": 16}') ...
 
 ``passages`` is ``retrieve``'s ARRAY<ROW<doc_id, chunk_id, score, text>>. The result is
-ROW<answer, sources ARRAY<STRING>, cited ARRAY<STRING>, model_version, prompt_tokens,
-cached_tokens, ttft_ms, truncated_passages, dropped_passages, error>; ``sources`` are
-the chunk ids of the passages put in the prompt, ``error`` is ``reason: detail``
-(see :mod:`flinkai.functions.rag_answer`). The decoder, tokenizer and prefix store
+ROW<passages, answer, sources ARRAY<STRING>, cited ARRAY<STRING>, model_version,
+prompt_tokens, cached_tokens, ttft_ms, truncated_passages, dropped_passages, error>;
+``passages`` echoes the argument, ``sources`` are the chunk ids of the passages put in
+the prompt, ``error`` is ``reason: detail`` (see :mod:`flinkai.functions.rag_answer`).
+
+Why the echo: the planner inlines ``retrieve(...)`` into every column that reads it
+(``EXPLAIN`` of rag_answer.sql showed 12 copies, each an embedding and an index
+search, marking it non-deterministic does not stop it). A job that reads the passages
+only from this result runs ``retrieve`` once per question, and the passages it writes
+are exactly those the answer was made from. The decoder, tokenizer and prefix store
 (``llm`` section) are loaded once per worker in ``open()``, as for ``llm_complete``.
 """
 
@@ -26,8 +32,18 @@ from flinkai.runtime.udf import row_guard
 
 __all__ = ["rag_answer"]
 
+HIT_ROW = DataTypes.ROW(
+    [
+        DataTypes.FIELD("doc_id", DataTypes.STRING()),
+        DataTypes.FIELD("chunk_id", DataTypes.STRING()),
+        DataTypes.FIELD("score", DataTypes.DOUBLE()),
+        DataTypes.FIELD("text", DataTypes.STRING()),
+    ]
+)
+
 ANSWER_ROW = DataTypes.ROW(
     [
+        DataTypes.FIELD("passages", DataTypes.ARRAY(HIT_ROW)),
         DataTypes.FIELD("answer", DataTypes.STRING()),
         DataTypes.FIELD("sources", DataTypes.ARRAY(DataTypes.STRING())),
         DataTypes.FIELD("cited", DataTypes.ARRAY(DataTypes.STRING())),
@@ -51,8 +67,9 @@ def _passages(hits: Sequence[Row] | None) -> list[Passage] | None:
     return [Passage(str(h[_CHUNK_ID]), str(h[_TEXT] or "")) for h in hits if h is not None]
 
 
-def _row(r: RagAnswerRow) -> Row:
+def _row(hits: Sequence[Row] | None, r: RagAnswerRow) -> Row:
     return Row(
+        None if hits is None or r.answer is None else list(hits),
         r.answer,
         None if r.sources is None else list(r.sources),
         None if r.cited is None else list(r.cited),
@@ -85,7 +102,7 @@ class _RagAnswer(ScalarFunction):
             detail = f"{Reason.INTERNAL_ERROR.value}: {internal_error_detail(e)}"
             return RagAnswerRow(None, None, None, None, None, None, None, None, None, detail)
 
-        return _row(self._guard.rows([None], answer, failed)[0])
+        return _row(hits, self._guard.rows([None], answer, failed)[0])
 
     def close(self) -> None:
         self._fn.close()

@@ -119,10 +119,13 @@ def test_empty_retrieval_answers_without_calling_the_model(fn: RagAnswerFunction
     assert decoder.prefilled == []  # type: ignore[attr-defined]
 
 
-def test_null_inputs_give_a_null_row_without_a_model_call(fn: RagAnswerFunction) -> None:
-    for question, passages in ((None, P), ("what?", None)):
-        row = fn(question, passages)
-        assert row.answer is None and row.error is None and row.sources is None
+def test_null_inputs_give_no_model_call(fn: RagAnswerFunction) -> None:
+    row = fn(None, P)  # an invalid record: its parse dead-letters it
+    assert row.answer is None and row.error is None and row.sources is None
+    row = fn("what?", None)  # retrieve could not embed the question
+    assert row.answer is None and row.error == (
+        "inference_failed: the question could not be embedded"
+    )
     assert fn.llm.model.decoder.prefilled == []  # type: ignore[attr-defined]
 
 
