@@ -41,6 +41,7 @@ __all__ = [
     "MetricSpec",
     "flinkai_group",
     "gauge",
+    "labelled_counter",
     "prometheus_name",
     "reporter_jar",
     "reporter_settings",
@@ -103,6 +104,12 @@ INTERNAL_ERRORS = MetricSpec(
     "counter",
     "rows a Python function raised on unexpectedly (dead-lettered as internal_error)",
 )
+LLM_PREFIX_MISSES = MetricSpec(
+    "llm_prefix_misses",
+    "counter",
+    "prefix snapshots the store refused, and prefix store calls that failed, by label reason "
+    "(checksum, model_version, store_unavailable, ...); each made the decoder recompute",
+)
 
 #: The HPA's backlog metric: Kafka records the job's sources have not read yet, in
 #: embedding batches (prometheus-adapter rule over Flink's pendingRecords).
@@ -123,6 +130,7 @@ METRICS: dict[str, MetricSpec] = {
         DRIFT_Z,
         WINDOW_LENGTH_MS,
         INTERNAL_ERRORS,
+        LLM_PREFIX_MISSES,
     )
 }
 
@@ -157,6 +165,23 @@ def gauge(group: Any, spec: MetricSpec) -> Callable[[float], None]:
             last[0] = scaled
 
     return set_value
+
+
+def labelled_counter(group: Any, spec: MetricSpec, label: str) -> Callable[[str, int], None]:
+    """Register ``spec`` per value of ``label``; returns ``inc(value, n)``.
+
+    Each value gets a Flink key/value sub-group, which the Prometheus reporter
+    exports as the label ``label="value"`` on one series name.
+    """
+    counters: dict[str, Any] = {}
+
+    def inc(value: str, n: int = 1) -> None:
+        counter = counters.get(value)
+        if counter is None:
+            counter = counters[value] = group.add_group(label, value).counter(spec.name)
+        counter.inc(n)
+
+    return inc
 
 
 def reporter_jar() -> Path | None:

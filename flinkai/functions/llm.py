@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
@@ -29,6 +30,7 @@ from flinkai.state import (
     InMemorySnapshotStore,
     KafkaSnapshotStore,
     KafkaStoreConfig,
+    ReopeningStore,
     SnapshotStore,
 )
 
@@ -41,6 +43,7 @@ __all__ = [
     "PromptModel",
     "Rejected",
     "build_store",
+    "kafka_store_config",
     "load_prompt_model",
     "parse_options",
     "parse_prompt",
@@ -156,23 +159,38 @@ class CompletionRow:
     error: str | None
 
 
-def build_store(config: Config) -> SnapshotStore | None:
-    """The snapshot store ``llm.store`` names; ``None`` for ``none``."""
+def kafka_store_config(config: Config) -> KafkaStoreConfig:
+    """The Kafka store's settings from ``llm`` and ``kafka`` (``kafka.security`` included)."""
+    llm = config.llm
+    return KafkaStoreConfig(
+        bootstrap=config.kafka.bootstrap_servers,
+        topic=llm.topic,
+        max_record_bytes=llm.max_record_bytes,
+        cache_max_bytes=llm.cache_max_bytes,
+        cache_ttl_s=llm.cache_ttl_s,
+        security=config.kafka.security,
+    )
+
+
+def build_store(config: Config, *, retry_s: float = 30.0) -> SnapshotStore | None:
+    """The snapshot store ``llm.store`` names; ``None`` for ``none``.
+
+    The Kafka store is wrapped in a :class:`ReopeningStore`: a broker that is down
+    when the worker starts leaves it without the prefix cache (every lookup a miss,
+    counted as ``store_unavailable``) instead of failing the job, and the store is
+    opened again every ``retry_s`` seconds until the broker answers.
+    """
     llm = config.llm
     if llm.store == "none":
         return None
     if llm.store == "memory":
         # In one process the bytes never leave memory: compressing them buys nothing.
         return InMemorySnapshotStore(CodecConfig(codec="none"))
-    return KafkaSnapshotStore(
-        KafkaStoreConfig(
-            bootstrap=config.kafka.bootstrap_servers,
-            topic=llm.topic,
-            max_record_bytes=llm.max_record_bytes,
-            cache_max_bytes=llm.cache_max_bytes,
-            cache_ttl_s=llm.cache_ttl_s,
-            security=config.kafka.security,
-        )
+    store_config = kafka_store_config(config)
+    return ReopeningStore(
+        lambda: KafkaSnapshotStore(store_config),
+        describe=f"Kafka {store_config.bootstrap} (topic {store_config.topic!r})",
+        retry_s=retry_s,
     )
 
 
@@ -183,6 +201,10 @@ class LlmCompleteFunction:
         config: The ``llm`` and ``kafka`` sections are used.
         model: The loaded model (the real one: :func:`load_prompt_model`).
         store: The prefix store; by default the one ``llm.store`` names.
+        count_miss: Called with ``(reason, n)`` after each prompt for the prefix
+            lookups and snapshots that failed: the store's refusals (``checksum``,
+            ``model_version``...) and failed store calls (``store_unavailable``...).
+            The SQL function feeds a Prometheus counter labelled by reason.
     """
 
     def __init__(
@@ -190,10 +212,13 @@ class LlmCompleteFunction:
         config: Config,
         model: PromptModel,
         store: SnapshotStore | None = None,
+        count_miss: Callable[[str, int], None] | None = None,
     ) -> None:
         self.config = config
         self.model = model
         self.store = store
+        self._count_miss = count_miss
+        self._counted: Counter[str] = Counter()
         self.prefix = PrefixCache.for_decoder(
             model.decoder, store, block_tokens=config.llm.block_tokens, publish=config.llm.publish
         )
@@ -232,6 +257,7 @@ class LlmCompleteFunction:
             done: PrefixCompletion = self.prefix.complete(
                 self.model.decoder, ids, max_new_tokens=max_new, stop_ids=self.model.stop_ids
             )
+            self._report_misses()
         return CompletionRow(
             completion=self.model.decode(done.token_ids),
             model_version=self.model_version,
@@ -240,6 +266,14 @@ class LlmCompleteFunction:
             ttft_ms=round(done.ttft_ms, 3),
             error=None,
         )
+
+    def _report_misses(self) -> None:
+        if self._count_miss is None:
+            return
+        total = self.prefix.stats.rejected + self.prefix.stats.store_errors
+        for reason, n in (total - self._counted).items():
+            self._count_miss(reason, n)
+        self._counted = total
 
     def close(self) -> None:
         if self.store is not None:

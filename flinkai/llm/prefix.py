@@ -39,7 +39,7 @@ from typing import Protocol
 import numpy as np
 
 from flinkai.llm.cache import TOKEN_AXIS, KvCache, ModelShape
-from flinkai.state import Snapshot, SnapshotKey, SnapshotStore, StateError
+from flinkai.state import Snapshot, SnapshotKey, SnapshotStore, StateError, StoreUnavailableError
 
 __all__ = [
     "DEFAULT_BLOCK_TOKENS",
@@ -109,8 +109,9 @@ class PrefixStats:
         published_blocks: Blocks written to the store.
         rejected: Reason -> snapshots the store refused during lookups (``checksum``,
             ``model_version``, ``shape``...); each one made the decoder recompute.
-        store_errors: Exception name -> store calls that failed (the prompt was then
-            recomputed, or its blocks left unpublished).
+        store_errors: Reason -> store calls that failed (the prompt was then
+            recomputed, or its blocks left unpublished): ``store_unavailable`` when
+            the store cannot be reached or is not open, else the exception's name.
     """
 
     lookups: int = 0
@@ -200,6 +201,8 @@ class PrefixCache:
         self.block_tokens = block_tokens
         self.publish_enabled = publish
         self.stats = PrefixStats()
+        # A store that is down fails every call: warn when the reason changes, not per prompt.
+        self._last_error: str | None = None
         self._block_shape = (2, shape.n_kv_heads, block_tokens, shape.head_dim)
 
     @classmethod
@@ -247,11 +250,11 @@ class PrefixCache:
                 shape=self._block_shape,
             )
         except StateError as e:
-            log.warning("prefix lookup failed, recomputing: %s", e)
-            self.stats.store_errors[type(e).__name__] += 1
+            self._store_error("prefix lookup failed, recomputing", e)
             return Restored(None, 0, _ms_since(started))
         finally:
             self.stats.rejected.update(self.store.stats.rejected - before)
+        self._last_error = None
         layers = self.shape.n_layers
         blocks: list[list[Snapshot]] = []
         for b in range(len(hashes)):
@@ -306,11 +309,21 @@ class PrefixCache:
         try:
             self.store.put_many(items, model_version=self.model_version)
         except StateError as e:
-            log.warning("publishing %d prefix blocks failed: %s", full - first_block, e)
-            self.stats.store_errors[type(e).__name__] += 1
+            self._store_error(f"publishing {full - first_block} prefix blocks failed", e)
             return 0
+        self._last_error = None
         self.stats.published_blocks += full - first_block
         return full - first_block
+
+    def _store_error(self, what: str, e: StateError) -> None:
+        """Count a failed store call by reason; log it once per run of the same reason."""
+        reason = "store_unavailable" if isinstance(e, StoreUnavailableError) else type(e).__name__
+        self.stats.store_errors[reason] += 1
+        if reason != self._last_error:
+            log.warning("%s (%s): %s", what, reason, e)
+        else:
+            log.debug("%s (%s): %s", what, reason, e)
+        self._last_error = reason
 
     def complete(
         self,

@@ -22,10 +22,12 @@ from flinkai.state.errors import (
     SnapshotMismatchError,
     SnapshotNotFoundError,
     StateError,
+    StoreNotOpenError,
     StoreUnavailableError,
 )
 from flinkai.state.kafka import KafkaSnapshotStore, KafkaStoreConfig
 from flinkai.state.memory import InMemorySnapshotStore
+from flinkai.state.reopening import ReopeningStore
 
 __all__ = [
     "ByteLRUCache",
@@ -33,6 +35,7 @@ __all__ = [
     "InMemorySnapshotStore",
     "KafkaSnapshotStore",
     "KafkaStoreConfig",
+    "ReopeningStore",
     "Snapshot",
     "SnapshotCorruptError",
     "SnapshotKey",
@@ -41,6 +44,7 @@ __all__ = [
     "SnapshotNotFoundError",
     "SnapshotStore",
     "StateError",
+    "StoreNotOpenError",
     "StoreStats",
     "StoreUnavailableError",
     "Version",

@@ -20,6 +20,7 @@ __all__ = [
     "SnapshotMismatchError",
     "SnapshotNotFoundError",
     "StateError",
+    "StoreNotOpenError",
     "StoreUnavailableError",
 ]
 
@@ -67,3 +68,11 @@ class SnapshotMismatchError(StateError):
 
 class StoreUnavailableError(StateError):
     """The backing service (Kafka) did not answer in time; retry later or recompute."""
+
+
+class StoreNotOpenError(StoreUnavailableError):
+    """The store could not be opened yet (see :class:`~flinkai.state.reopening.ReopeningStore`).
+
+    Raised at once, without touching the network: a caller treats it as a miss and
+    the store retries opening in the background.
+    """

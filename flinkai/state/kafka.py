@@ -366,6 +366,7 @@ class KafkaSnapshotStore(SnapshotStore):
                     for i in range(self._index[key][v].chunks)
                 ]
             offsets = self._transaction(records)
+            self._skip_own(records, offsets)
             versions = []
             for key, tensor, version, meta, n, partition, pruned, first in planned:
                 entry = _Entry(meta, partition, n, dict(enumerate(offsets[first : first + n])))
@@ -568,6 +569,28 @@ class KafkaSnapshotStore(SnapshotStore):
             self._cache.discard((key, version))
             self._index.setdefault(key, {})[version] = pending
 
+    def _skip_own(self, records: Sequence[_Record], offsets: Sequence[int]) -> None:
+        """Move the index reader past this store's own committed records.
+
+        The index already holds them, and reading them back would fetch every
+        value again (a put_many of a long prompt is tens of MB). Only done in a
+        partition where they sit right at the reader's position with no gap, so no
+        record of another writer is skipped; otherwise they are read as usual.
+        """
+        by_partition: dict[int, list[int]] = {}
+        for (_, _, _, partition), offset in zip(records, offsets, strict=True):
+            by_partition.setdefault(partition, []).append(offset)
+        for partition, own in by_partition.items():
+            tp = TopicPartition(self.config.topic, partition)
+            own.sort()
+            try:
+                position = self._consumer.position(tp)
+            except kerrors.KafkaError:
+                continue
+            if own[0] == position and own[-1] - own[0] == len(own) - 1:
+                # The commit marker after them is skipped by the reader as usual.
+                self._consumer.seek(tp, own[-1] + 1)
+
     def _forget(self, key: SnapshotKey, version: Version) -> None:
         self._pending.pop((key, version), None)
         self._cache.discard((key, version))
@@ -683,17 +706,19 @@ class KafkaSnapshotStore(SnapshotStore):
         return python_client_options(self.config.security)
 
     def _check_access(self) -> None:
-        """On a secured listener, fail fast and clearly on a refused TLS or SASL login.
+        """Fail fast and clearly when the broker is down or refuses the TLS or SASL login.
 
-        kafka-python reports a rejected password or an untrusted certificate only as
-        a timeout after ``request_timeout_s``; the step-by-step probe (TCP, TLS, SASL)
-        names the step, the listener and the mechanism, never the secret.
+        kafka-python reports an unreachable broker, a rejected password or an
+        untrusted certificate only as a timeout after ``request_timeout_s``; the
+        step-by-step probe (TCP, then TLS and SASL when configured) names the step,
+        the listener and the mechanism, never the secret.
         """
-        sec = self.config.security
-        if sec.protocol == "PLAINTEXT":
-            return
         try:
-            check_access(self.config.bootstrap, sec, min(self.config.request_timeout_s, 10.0))
+            check_access(
+                self.config.bootstrap,
+                self.config.security,
+                min(self.config.request_timeout_s, 10.0),
+            )
         except FlinkAIKafkaError as e:
             raise StoreUnavailableError(
                 redact(f"snapshot store {self.config.topic!r}: {e}")

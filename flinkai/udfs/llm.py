@@ -16,6 +16,7 @@ import pandas as pd
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
+from flinkai import metrics
 from flinkai.functions.events import Reason, payload_base64
 from flinkai.functions.guard import internal_error_detail
 from flinkai.functions.llm import (
@@ -85,7 +86,13 @@ class _ParsePrompt(ScalarFunction):
 class _LlmComplete(ScalarFunction):
     def open(self, function_context: FunctionContext) -> None:
         config = config_from_function_context(function_context)
-        self._fn = LlmCompleteFunction(config, load_prompt_model(config), build_store(config))
+        group = metrics.flinkai_group(function_context.get_metric_group())
+        self._fn = LlmCompleteFunction(
+            config,
+            load_prompt_model(config),
+            build_store(config),
+            count_miss=metrics.labelled_counter(group, metrics.LLM_PREFIX_MISSES, "reason"),
+        )
         self._guard = row_guard(function_context, config, "llm_complete")
 
     def _row(self, item: tuple[object, object]) -> tuple[object, ...]:

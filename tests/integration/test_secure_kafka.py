@@ -428,43 +428,40 @@ def test_snapshot_store_puts_and_gets_over_the_secure_listener(
 ) -> None:
     import numpy as np
 
-    from flinkai.functions.llm import build_store
-    from flinkai.state import KafkaSnapshotStore, SnapshotKey
+    from flinkai.functions.llm import build_store, kafka_store_config
+    from flinkai.state import KafkaSnapshotStore, ReopeningStore, SnapshotKey
 
     monkeypatch.setenv(PASSWORD_ENV, CANARY)
     config = _store_config(secure_broker, _security(pki), unique_topic("kv-secure"))
     tensor = np.arange(2 * 3 * 64 * 64, dtype=np.float32).reshape(2, 3, 64, 64)
     key = SnapshotKey("m", 0, "ab" * 16)
+    # The store llm_complete opens (wrapped, so a broker down at start is not fatal).
     writer = build_store(config)
-    assert isinstance(writer, KafkaSnapshotStore)
+    assert isinstance(writer, ReopeningStore) and writer.available
     try:
         version = writer.put(key, tensor, model_version="r1")
     finally:
         writer.close()
     # A second store (a cold worker) reads it back through SASL_SSL + mTLS.
-    reader = build_store(config)
-    assert isinstance(reader, KafkaSnapshotStore)
-    try:
+    with KafkaSnapshotStore(kafka_store_config(config)) as reader:
         got = reader.get(key, model_version="r1")
         assert got is not None and got.version == version
         np.testing.assert_array_equal(got.tensor, tensor)
         assert reader.stats.fetched_bytes > 0  # read from the topic, not a local cache
-    finally:
-        reader.close()
 
 
 def test_snapshot_store_with_a_wrong_password_fails_clearly(
     secure_broker: LocalKafka, pki: Pki, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flinkai.functions.llm import build_store
-    from flinkai.state import StoreUnavailableError
+    from flinkai.functions.llm import kafka_store_config
+    from flinkai.state import KafkaSnapshotStore, StoreUnavailableError
 
     wrong = "wrong-" + CANARY[::-1]
     monkeypatch.setenv(PASSWORD_ENV, wrong)
     config = _store_config(secure_broker, _security(pki), unique_topic("kv-wrongpw"))
     started = time.monotonic()
     with pytest.raises(StoreUnavailableError) as e:
-        build_store(config)
+        KafkaSnapshotStore(kafka_store_config(config))
     elapsed = time.monotonic() - started
     text = str(e.value)
     assert f"SASL login to the SASL_SSL listener at {secure_broker.bootstrap}" in text

@@ -25,7 +25,9 @@ from flinkai.kafka.broker import LocalKafka, free_port
 from flinkai.state import (
     KafkaSnapshotStore,
     KafkaStoreConfig,
+    ReopeningStore,
     SnapshotKey,
+    StoreNotOpenError,
     StoreUnavailableError,
     Version,
     prefix_hash,
@@ -252,8 +254,23 @@ def test_a_broker_killed_mid_write_leaves_no_torn_or_lost_snapshot(own_broker: L
     assert not thread.is_alive()
     assert len(failure) == 1 and isinstance(failure[0], StoreUnavailableError), failure
     writer.close()
+    # A worker starting while the broker is down runs without the store...
+    now = [0.0]
+    late = ReopeningStore(
+        lambda: KafkaSnapshotStore(reader_config),
+        describe=own_broker.bootstrap,
+        monotonic=lambda: now[0],
+    )
+    assert not late.available and late.failed_attempts == 1
     new_pid = _restart(own_broker)
     assert new_pid != old_pid
+    # ...and opens it on the first call after the back-off once the broker is back.
+    now[0] = late.retry_s
+    with pytest.raises(StoreNotOpenError):
+        late.versions(key)
+    assert late.wait(60), late.failed_attempts
+    assert late.versions(key) == [v1]
+    late.close()
 
     # Still open after the restart: readers see v1 only, and are not blocked.
     with KafkaSnapshotStore(reader_config) as reader:

@@ -141,7 +141,7 @@ def test_a_failing_store_means_recompute_never_an_error() -> None:
     ids = prompt(3 * B, seed=9)
     got = cache.complete(decoder, ids, max_new_tokens=4)
     assert got.cached_tokens == 0
-    assert cache.stats.store_errors == {"StoreUnavailableError": 2}
+    assert cache.stats.store_errors == {"store_unavailable": 2}
     assert got.token_ids == reference(FakeDecoder(), ids, 4)
 
 
