@@ -13,22 +13,17 @@ from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
 from flinkai.anomaly.points import Point
 from flinkai.anomaly.points import parse_point as _parse_point
-from flinkai.functions.events import Reason, payload_base64
-from flinkai.functions.guard import RowGuard, internal_error_detail
+from flinkai.functions.events import payload_base64
+from flinkai.functions.guard import RowGuard
 from flinkai.runtime.environment import config_from_function_context
-from flinkai.runtime.udf import row_guard
+from flinkai.runtime.udf import dead_letter_row, internal_error_row, row_guard
 
 __all__ = ["parse_point", "parse_points"]
 
-POINT_ROW = DataTypes.ROW(
-    [
-        DataTypes.FIELD("series", DataTypes.STRING()),
-        DataTypes.FIELD("ts_ms", DataTypes.BIGINT()),
-        DataTypes.FIELD("value", DataTypes.DOUBLE()),
-        DataTypes.FIELD("error_reason", DataTypes.STRING()),
-        DataTypes.FIELD("error_detail", DataTypes.STRING()),
-        DataTypes.FIELD("payload_base64", DataTypes.STRING()),
-    ]
+POINT_ROW = dead_letter_row(
+    DataTypes.FIELD("series", DataTypes.STRING()),
+    DataTypes.FIELD("ts_ms", DataTypes.BIGINT()),
+    DataTypes.FIELD("value", DataTypes.DOUBLE()),
 )
 
 
@@ -39,17 +34,6 @@ def _one(payload: bytes | None) -> tuple[object, ...]:
         # one (out of order) and its dead letter must carry the exact bytes.
         return (r.series, r.ts_ms, r.value, None, None, payload_base64(payload))
     return (None, None, None, r.reason, r.detail, payload_base64(payload))
-
-
-def _internal_error(payload: bytes | None, exc: Exception) -> tuple[object, ...]:
-    return (
-        None,
-        None,
-        None,
-        Reason.INTERNAL_ERROR.value,
-        internal_error_detail(exc),
-        payload_base64(payload),
-    )
 
 
 def parse_points(payloads: list[bytes | None], guard: RowGuard | None = None) -> pd.DataFrame:
@@ -63,7 +47,7 @@ def parse_points(payloads: list[bytes | None], guard: RowGuard | None = None) ->
         One row per payload with the columns of ``POINT_ROW``.
     """
     guard = guard or RowGuard("parse_point")
-    rows = guard.rows(payloads, _one, _internal_error)
+    rows = guard.rows(payloads, _one, lambda p, e: internal_error_row(3, e, p))
     frame = pd.DataFrame(rows, columns=[f.name for f in POINT_ROW.fields])
     # Python ints and None (object dtype): a float column would lose precision and
     # pandas' nullable Int64 is rejected by PyFlink's Arrow conversion.

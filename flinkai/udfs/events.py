@@ -11,26 +11,20 @@ import pandas as pd
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
-from flinkai.functions.events import ClickEvent, Reason, payload_base64
+from flinkai.functions.events import ClickEvent, payload_base64
 from flinkai.functions.events import parse_click as _parse_click
-from flinkai.functions.guard import internal_error_detail
 from flinkai.runtime.environment import config_from_function_context
-from flinkai.runtime.udf import row_guard
+from flinkai.runtime.udf import dead_letter_row, internal_error_row, row_guard
 
 __all__ = ["parse_click", "to_base64_bytes"]
 
-CLICK_ROW = DataTypes.ROW(
-    [
-        DataTypes.FIELD("user_id", DataTypes.STRING()),
-        DataTypes.FIELD("click_text", DataTypes.STRING()),
-        DataTypes.FIELD("event_time", DataTypes.STRING()),
-        DataTypes.FIELD("error_reason", DataTypes.STRING()),
-        DataTypes.FIELD("error_detail", DataTypes.STRING()),
-        # Set for invalid events only: their payload may not even be UTF-8, and SQL
-        # cannot base64 raw bytes. Valid payloads are UTF-8, so a job dead-lettering one
-        # later (the model failed) encodes it with TO_BASE64(CAST(payload AS STRING)).
-        DataTypes.FIELD("payload_base64", DataTypes.STRING()),
-    ]
+# payload_base64 is set for invalid events only: their payload may not even be UTF-8,
+# and SQL cannot base64 raw bytes. Valid payloads are UTF-8, so a job dead-lettering one
+# later (the model failed) encodes it with TO_BASE64(CAST(payload AS STRING)).
+CLICK_ROW = dead_letter_row(
+    DataTypes.FIELD("user_id", DataTypes.STRING()),
+    DataTypes.FIELD("click_text", DataTypes.STRING()),
+    DataTypes.FIELD("event_time", DataTypes.STRING()),
 )
 
 
@@ -47,19 +41,8 @@ class _ParseClick(ScalarFunction):
         return (None, None, None, r.reason.value, r.detail, payload_base64(payload))
 
     def eval(self, payloads: pd.Series) -> pd.DataFrame:
-        rows = self._guard.rows(list(payloads), self._row, _internal_error_row)
+        rows = self._guard.rows(list(payloads), self._row, lambda p, e: internal_error_row(3, e, p))
         return pd.DataFrame(rows, columns=[f.name for f in CLICK_ROW.fields])
-
-
-def _internal_error_row(payload: bytes | None, exc: Exception) -> tuple[object, ...]:
-    return (
-        None,
-        None,
-        None,
-        Reason.INTERNAL_ERROR.value,
-        internal_error_detail(exc),
-        payload_base64(payload),
-    )
 
 
 parse_click = udf(_ParseClick(), result_type=CLICK_ROW, func_type="pandas")

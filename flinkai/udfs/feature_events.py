@@ -11,24 +11,18 @@ import pandas as pd
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
-from flinkai.functions.events import Invalid, Reason, payload_base64
+from flinkai.functions.events import Invalid, payload_base64
 from flinkai.functions.feature_events import FeatureEvent
 from flinkai.functions.feature_events import parse_feature_event as _parse
-from flinkai.functions.guard import internal_error_detail
 from flinkai.runtime.environment import config_from_function_context
-from flinkai.runtime.udf import row_guard
+from flinkai.runtime.udf import dead_letter_row, internal_error_row, row_guard
 
 __all__ = ["parse_feature_event"]
 
-FEATURE_EVENT_ROW = DataTypes.ROW(
-    [
-        DataTypes.FIELD("id", DataTypes.STRING()),
-        DataTypes.FIELD("features", DataTypes.ARRAY(DataTypes.FLOAT())),
-        DataTypes.FIELD("error_reason", DataTypes.STRING()),
-        DataTypes.FIELD("error_detail", DataTypes.STRING()),
-        # invalid events only; see CLICK_ROW in events.py
-        DataTypes.FIELD("payload_base64", DataTypes.STRING()),
-    ]
+# payload_base64 for invalid events only; see CLICK_ROW in events.py
+FEATURE_EVENT_ROW = dead_letter_row(
+    DataTypes.FIELD("id", DataTypes.STRING()),
+    DataTypes.FIELD("features", DataTypes.ARRAY(DataTypes.FLOAT())),
 )
 
 
@@ -40,18 +34,13 @@ def _row(payload: bytes | None) -> tuple[object, ...]:
     return (None, None, result.reason.value, result.detail, payload_base64(payload))
 
 
-def _internal_error_row(payload: bytes | None, exc: Exception) -> tuple[object, ...]:
-    detail = internal_error_detail(exc)
-    return (None, None, Reason.INTERNAL_ERROR.value, detail, payload_base64(payload))
-
-
 class _ParseFeatureEvent(ScalarFunction):
     def open(self, function_context: FunctionContext) -> None:
         config = config_from_function_context(function_context)
         self._guard = row_guard(function_context, config, "parse_feature_event")
 
     def eval(self, payloads: pd.Series) -> pd.DataFrame:
-        rows = self._guard.rows(list(payloads), _row, _internal_error_row)
+        rows = self._guard.rows(list(payloads), _row, lambda p, e: internal_error_row(2, e, p))
         return pd.DataFrame(rows, columns=[f.name for f in FEATURE_EVENT_ROW.fields])
 
 

@@ -29,18 +29,13 @@ from flinkai.functions.llm import (
 from flinkai.functions.llm import parse_prompt as _parse_prompt
 from flinkai.functions.rows import row_field
 from flinkai.runtime.environment import config_from_function_context
-from flinkai.runtime.udf import row_guard
+from flinkai.runtime.udf import dead_letter_row, internal_error_row, row_guard
 
 __all__ = ["llm_complete", "parse_prompt"]
 
-PROMPT_ROW = DataTypes.ROW(
-    [
-        DataTypes.FIELD("id", DataTypes.STRING()),
-        DataTypes.FIELD("prompt", DataTypes.STRING()),
-        DataTypes.FIELD("error_reason", DataTypes.STRING()),
-        DataTypes.FIELD("error_detail", DataTypes.STRING()),
-        DataTypes.FIELD("payload_base64", DataTypes.STRING()),
-    ]
+PROMPT_ROW = dead_letter_row(
+    DataTypes.FIELD("id", DataTypes.STRING()),
+    DataTypes.FIELD("prompt", DataTypes.STRING()),
 )
 
 COMPLETION_ROW = DataTypes.ROW(
@@ -69,17 +64,7 @@ class _ParsePrompt(ScalarFunction):
         return (None, None, r.reason, r.detail, payload_base64(payload))
 
     def eval(self, payloads: pd.Series) -> pd.DataFrame:
-        rows = self._guard.rows(
-            list(payloads),
-            self._row,
-            lambda p, e: (
-                None,
-                None,
-                Reason.INTERNAL_ERROR.value,
-                internal_error_detail(e),
-                payload_base64(p),
-            ),
-        )
+        rows = self._guard.rows(list(payloads), self._row, lambda p, e: internal_error_row(2, e, p))
         return pd.DataFrame(rows, columns=[f.name for f in PROMPT_ROW.fields])
 
 

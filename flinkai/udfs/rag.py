@@ -25,27 +25,21 @@ from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
 from flinkai.functions.doc_events import MAX_DOCUMENT_BYTES, DocEvent, DocOp
 from flinkai.functions.doc_events import parse_doc_event as _parse_doc
-from flinkai.functions.events import Invalid, Reason, payload_base64
-from flinkai.functions.guard import internal_error_detail
+from flinkai.functions.events import Invalid, payload_base64
 from flinkai.functions.questions import Question
 from flinkai.functions.questions import parse_question as _parse_question
 from flinkai.functions.rag_index import DocumentIndexer, IndexResult
 from flinkai.functions.retrieve import Retriever
 from flinkai.runtime.environment import config_from_function_context
-from flinkai.runtime.udf import row_guard
+from flinkai.runtime.udf import dead_letter_row, internal_error_row, row_guard
 
 __all__ = ["index_document", "parse_doc_event", "parse_question", "retrieve"]
 
-DOC_EVENT_ROW = DataTypes.ROW(
-    [
-        DataTypes.FIELD("doc_id", DataTypes.STRING()),
-        DataTypes.FIELD("op", DataTypes.STRING()),
-        DataTypes.FIELD("version", DataTypes.BIGINT()),
-        DataTypes.FIELD("text", DataTypes.STRING()),
-        DataTypes.FIELD("error_reason", DataTypes.STRING()),
-        DataTypes.FIELD("error_detail", DataTypes.STRING()),
-        DataTypes.FIELD("payload_base64", DataTypes.STRING()),
-    ]
+DOC_EVENT_ROW = dead_letter_row(
+    DataTypes.FIELD("doc_id", DataTypes.STRING()),
+    DataTypes.FIELD("op", DataTypes.STRING()),
+    DataTypes.FIELD("version", DataTypes.BIGINT()),
+    DataTypes.FIELD("text", DataTypes.STRING()),
 )
 
 INDEX_RESULT_ROW = DataTypes.ROW(
@@ -57,14 +51,9 @@ INDEX_RESULT_ROW = DataTypes.ROW(
     ]
 )
 
-QUESTION_ROW = DataTypes.ROW(
-    [
-        DataTypes.FIELD("id", DataTypes.STRING()),
-        DataTypes.FIELD("question", DataTypes.STRING()),
-        DataTypes.FIELD("error_reason", DataTypes.STRING()),
-        DataTypes.FIELD("error_detail", DataTypes.STRING()),
-        DataTypes.FIELD("payload_base64", DataTypes.STRING()),
-    ]
+QUESTION_ROW = dead_letter_row(
+    DataTypes.FIELD("id", DataTypes.STRING()),
+    DataTypes.FIELD("question", DataTypes.STRING()),
 )
 
 HIT_ROW = DataTypes.ROW(
@@ -97,8 +86,7 @@ def _doc_row(item: tuple[object, object, object]) -> tuple[object, ...]:
 
 
 def _doc_internal_error(item: tuple[object, object, object], exc: Exception) -> tuple[object, ...]:
-    detail = internal_error_detail(exc)
-    return (None, None, None, None, Reason.INTERNAL_ERROR.value, detail, payload_base64(item[1]))  # type: ignore[arg-type]
+    return internal_error_row(4, exc, item[1])  # type: ignore[arg-type]
 
 
 class _ParseDocEvent(ScalarFunction):
@@ -161,13 +149,7 @@ class _ParseQuestion(ScalarFunction):
         rows = self._guard.rows(
             list(payloads),
             lambda p: _question_row(p, self._max_text_bytes),
-            lambda p, e: (
-                None,
-                None,
-                Reason.INTERNAL_ERROR.value,
-                internal_error_detail(e),
-                payload_base64(p),
-            ),
+            lambda p, e: internal_error_row(2, e, p),
         )
         return pd.DataFrame(rows, columns=[f.name for f in QUESTION_ROW.fields])
 

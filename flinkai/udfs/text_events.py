@@ -13,21 +13,18 @@ import pandas as pd
 from pyflink.table import DataTypes
 from pyflink.table.udf import FunctionContext, ScalarFunction, udf
 
-from flinkai.functions.events import ClickEvent, Invalid, Reason, decode_object, validate_click
-from flinkai.functions.guard import RowGuard, internal_error_detail
+from flinkai.functions.events import ClickEvent, Invalid, decode_object, validate_click
+from flinkai.functions.guard import RowGuard
 from flinkai.runtime.environment import config_from_function_context
-from flinkai.runtime.udf import row_guard
+from flinkai.runtime.udf import dead_letter_row, internal_error_row, row_guard
 
 __all__ = ["parse_text_event", "parse_text_events"]
 
-TEXT_EVENT_ROW = DataTypes.ROW(
-    [
-        DataTypes.FIELD("stream_id", DataTypes.STRING()),
-        DataTypes.FIELD("text", DataTypes.STRING()),
-        DataTypes.FIELD("event_ms", DataTypes.BIGINT()),
-        DataTypes.FIELD("error_reason", DataTypes.STRING()),
-        DataTypes.FIELD("error_detail", DataTypes.STRING()),
-    ]
+TEXT_EVENT_ROW = dead_letter_row(
+    DataTypes.FIELD("stream_id", DataTypes.STRING()),
+    DataTypes.FIELD("text", DataTypes.STRING()),
+    DataTypes.FIELD("event_ms", DataTypes.BIGINT()),
+    payload=False,
 )
 
 # Field names of a text event -> those of a click event, whose validation is reused.
@@ -68,7 +65,7 @@ def parse_text_events(
     rows = guard.rows(
         payloads,
         lambda p: _one(p, max_text_bytes),
-        lambda _, e: (None, None, None, Reason.INTERNAL_ERROR.value, internal_error_detail(e)),
+        lambda _, e: internal_error_row(3, e, with_payload=False),
     )
     frame = pd.DataFrame(rows, columns=[f.name for f in TEXT_EVENT_ROW.fields])
     # Python ints and None (object dtype): a float column would lose precision and
