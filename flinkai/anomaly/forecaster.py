@@ -10,7 +10,10 @@ Architecture (:class:`Forecaster`), per time step ``t`` with input ``x_t``:
    LSTM outputs, ``a_t = h_t + Attn(LN(h_t), LN(h_{t-W+1..t}))``, then a
    feed-forward layer, ``u_t = a_t + FF(LN(a_t))``: long periodic patterns (the time
    features in ``x`` let a query find the same phase a day earlier). Both are
-   residual, so the LSTM path is kept and attention adds to it.
+   residual, so the LSTM path is kept and attention adds to it. With
+   ``spec.gate`` each residual branch is scaled by a learned scalar that starts
+   at 0 (``a_t = h_t + g_a Attn(...)``, ``u_t = a_t + g_f FF(...)``): the model
+   starts as the LSTM-only forecaster.
 3. ``y_t = Linear(u_t)``: the forecast of the next normalised value.
 
 :meth:`Forecaster.forward` runs a whole sequence with a banded causal mask (each
@@ -60,6 +63,10 @@ class Forecaster(nn.Module):
             self.out = nn.Linear(a, h)
             self.norm_ff = nn.LayerNorm(h)
             self.ff = nn.Sequential(nn.Linear(h, 2 * h), nn.GELU(), nn.Linear(2 * h, h))
+            if spec.gate:
+                # Zero at the start: the attention branch opens only as far as it helps.
+                self.gate_attn = nn.Parameter(torch.zeros(1))
+                self.gate_ff = nn.Parameter(torch.zeros(1))
         self.head = nn.Linear(h, 1)
 
     def _split(self, t: Tensor) -> Tensor:
@@ -67,19 +74,27 @@ class Forecaster(nn.Module):
         b, n, _ = t.shape
         return t.view(b, n, self.spec.heads, -1).transpose(1, 2)
 
+    def scale_attn(self, t: Tensor) -> Tensor:
+        """The attention branch's residual, gated when ``spec.gate``."""
+        return t * self.gate_attn if self.spec.gate else t
+
+    def scale_ff(self, t: Tensor) -> Tensor:
+        """The feed-forward branch's residual, gated when ``spec.gate``."""
+        return t * self.gate_ff if self.spec.gate else t
+
     def forward(self, x: Tensor) -> Tensor:
         """Forecasts for every step of ``x`` (``[B, T, F]``), shape ``[B, T]``."""
         hs, _ = self.lstm(x)
         if self.spec.has_attention:
             z = self.norm_attn(hs)
             q, k, v = (self._split(m(z)) for m in (self.query, self.key, self.value))
-            scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
             allowed = band_mask(x.shape[1], self.spec.window).to(x.device)
-            scores = scores.masked_fill(~allowed, float("-inf"))
-            att = torch.softmax(scores, dim=-1) @ v
+            # The fused kernel: same softmax(q k^T / sqrt(d)) v under the band mask,
+            # about half the time and memory of the explicit [B, heads, T, T] scores.
+            att = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
             att = att.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
-            hs = hs + self.out(att)
-            hs = hs + self.ff(self.norm_ff(hs))
+            hs = hs + self.scale_attn(self.out(att))
+            hs = hs + self.scale_ff(self.ff(self.norm_ff(hs)))
         out: Tensor = self.head(hs).squeeze(-1)
         return out
 
@@ -137,6 +152,6 @@ class StepModule(nn.Module):
         # step is always valid), and ONNX Runtime keeps it finite.
         scores = scores + (1.0 - mask_new) * -1e9
         att = (torch.softmax(scores, dim=-1) @ vh).reshape(1, spec.attn_dim)
-        u = u + m.out(att)
-        u = u + m.ff(m.norm_ff(u))
+        u = u + m.scale_attn(m.out(att))
+        u = u + m.scale_ff(m.ff(m.norm_ff(u)))
         return m.head(u).reshape(1), h_new, c_new, k_all, v_all, mask_new

@@ -50,6 +50,9 @@ class ModelSpec:
         heads: Attention heads.
         window: Steps the attention sees (the KV cache length).
         n_features: Inputs per step.
+        gate: ``hybrid`` only: scale the attention and feed-forward residuals by
+            learned scalars that start at 0, so training starts from the LSTM-only
+            forecaster and attention adds only what lowers the loss.
     """
 
     kind: ModelKind = "hybrid"
@@ -58,6 +61,7 @@ class ModelSpec:
     heads: int = 2
     window: int = 288
     n_features: int = N_FEATURES
+    gate: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in ("hybrid", "lstm"):

@@ -7,7 +7,13 @@ the operator does online (:mod:`flinkai.anomaly.features`), so a step sees the
 same numbers in training and in the job.
 
 One model is trained for all series (each sequence is one series' probationary
-part), with a Huber loss on the next normalised value. After export, the ONNX
+part), with a Huber loss on the next normalised value. With ``val_fraction`` the
+last part of each probationary part is held out: its targets are not trained on
+(the model is causal, so the training rows' forecasts never see them), their loss
+is the validation loss, and the weights of the epoch with the lowest validation
+loss are kept (early stopping after ``patience`` epochs without a new best). Model
+settings are chosen by that loss (:mod:`flinkai.anomaly.search`), never by a NAB
+score. After export, the ONNX
 step is run over a probationary sequence and compared with the torch full-window
 forward; a mismatch above ``tolerance`` fails the command.
 """
@@ -64,6 +70,10 @@ class TrainOptions:
         threads: Torch threads.
         max_rows: Rows per series at most (NAB's probationary cap is 750).
         tolerance: Largest ONNX-vs-torch forecast difference accepted after export.
+        val_fraction: Share of each series' probationary targets held out for
+            validation, taken from its end (0: train on all, no validation).
+        patience: Stop after this many epochs without a lower validation loss
+            (0: run all ``epochs``); needs ``val_fraction``.
     """
 
     epochs: int = 40
@@ -72,16 +82,43 @@ class TrainOptions:
     threads: int = 2
     max_rows: int = 750
     tolerance: float = 1e-4
+    val_fraction: float = 0.0
+    patience: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise AnomalyModelError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if self.epochs < 1 or self.patience < 0 or self.lr <= 0:
+            raise AnomalyModelError(f"bad training options: {self}")
 
 
 @dataclass(frozen=True)
 class TrainResult:
-    """What :func:`train_model` built."""
+    """What :func:`train_model` built.
+
+    Attributes:
+        losses: Training loss per epoch.
+        val_losses: Validation loss per epoch, of the weights at the epoch's start,
+            plus one for the final weights (empty without validation).
+        best_epoch: Optimiser steps taken by the kept weights.
+        best_val_loss: Their validation loss (None without validation).
+    """
 
     folder: Path
     meta: ModelMeta
     seconds: float
     losses: list[float] = field(default_factory=list)
+    val_losses: list[float] = field(default_factory=list)
+    best_epoch: int = 0
+    best_val_loss: float | None = None
+
+
+@dataclass
+class _Fit:
+    losses: list[float]
+    val_losses: list[float]
+    best_epoch: int
+    best_val_loss: float | None
 
 
 def timestamps_ms(series: NabSeries) -> npt.NDArray[np.int64]:
@@ -124,24 +161,47 @@ def probation_sequences(
 def _fit(
     torch: Any, model: Any, seqs: list[tuple[str, F32, F32]], opts: TrainOptions,
     say: Callable[[str], None],
-) -> list[float]:  # fmt: skip
+) -> _Fit:  # fmt: skip
     t_max = max(len(x) for _, x, _ in seqs)
     n_feat = seqs[0][1].shape[1]
     xb = np.zeros((len(seqs), t_max, n_feat), np.float32)
     yb = np.zeros((len(seqs), t_max), np.float32)
-    wb = np.zeros((len(seqs), t_max), np.float32)
+    wb = np.zeros((len(seqs), t_max), np.float32)  # training rows
+    vb = np.zeros((len(seqs), t_max), np.float32)  # validation rows
     for i, (_, x, y) in enumerate(seqs):
         xb[i, : len(x)] = x
         yb[i, : len(y)] = y  # the last input has no target
-        wb[i, : len(y)] = 1.0
-    xt, yt, wt = torch.from_numpy(xb), torch.from_numpy(yb), torch.from_numpy(wb)
+        n_val = round(opts.val_fraction * len(y))
+        wb[i, : len(y) - n_val] = 1.0
+        vb[i, len(y) - n_val : len(y)] = 1.0
+    xt, yt, wt, vt = (torch.from_numpy(a) for a in (xb, yb, wb, vb))
+    validate = float(vb.sum()) > 0
     optim = torch.optim.Adam(model.parameters(), lr=opts.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(optim, T_max=max(opts.epochs, 1))
     losses: list[float] = []
+    val_losses: list[float] = []
+    best: tuple[float, int, dict[str, Any]] | None = None
+
+    def val_loss(pred: Any, epoch: int) -> None:
+        # No dropout or batch statistics: the training forward's forecasts are the
+        # eval forecasts, so validation costs no extra pass.
+        nonlocal best
+        rows = torch.nn.functional.smooth_l1_loss(pred.detach(), yt, reduction="none")
+        v = float(((rows * vt).sum() / vt.sum()).item())
+        val_losses.append(v)
+        if best is None or v < best[0]:
+            best = (v, epoch, {k: t.detach().clone() for k, t in model.state_dict().items()})
+
     model.train()
     for epoch in range(opts.epochs):
         optim.zero_grad()
         pred = model(xt)
+        if validate:
+            val_loss(pred, epoch)
+            assert best is not None
+            if opts.patience and epoch - best[1] > opts.patience:
+                say(f"  early stop at epoch {epoch + 1}: best val {best[0]:.4f} at {best[1]}")
+                break
         loss_rows = torch.nn.functional.smooth_l1_loss(pred, yt, reduction="none")
         loss = (loss_rows * wt).sum() / wt.sum()
         loss.backward()
@@ -150,9 +210,17 @@ def _fit(
         sched.step()
         losses.append(float(loss.item()))
         if epoch % 10 == 0 or epoch == opts.epochs - 1:
-            say(f"  epoch {epoch + 1}/{opts.epochs} loss {losses[-1]:.4f}")
+            extra = f" val {val_losses[-1]:.4f}" if validate else ""
+            say(f"  epoch {epoch + 1}/{opts.epochs} loss {losses[-1]:.4f}{extra}")
     model.eval()
-    return losses
+    if not validate:
+        return _Fit(losses, [], len(losses), None)
+    if len(losses) == opts.epochs:  # ran to the end: the final weights are a candidate too
+        with torch.no_grad():
+            val_loss(model(xt), opts.epochs)
+    assert best is not None
+    model.load_state_dict(best[2])
+    return _Fit(losses, val_losses, best[1], best[0])
 
 
 def _export(torch: Any, model: Any, path: Path) -> None:
@@ -246,7 +314,8 @@ def train_model(
     torch.manual_seed(opts.seed)
     torch.set_num_threads(opts.threads)
     model = Forecaster(spec)
-    losses = _fit(torch, model, seqs, opts, say)
+    fit = _fit(torch, model, seqs, opts, say)
+    losses = fit.losses
     folder.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
@@ -256,6 +325,7 @@ def train_model(
         training = {
             "data": str(data_dir), "series": len(seqs), "rows": rows,
             "options": asdict(opts), "final_loss": losses[-1] if losses else None,
+            "best_epoch": fit.best_epoch, "best_val_loss": fit.best_val_loss,
         }  # fmt: skip
         meta = ModelMeta(spec, f"anomaly-{spec.kind}-{digest}", training)
         (work / META_FILE).write_text(meta.to_json(), encoding="utf-8")
@@ -268,4 +338,7 @@ def train_model(
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
-    return TrainResult(folder, meta, time.perf_counter() - t0, losses)
+    return TrainResult(
+        folder, meta, time.perf_counter() - t0, losses, fit.val_losses, fit.best_epoch,
+        fit.best_val_loss,
+    )  # fmt: skip

@@ -204,9 +204,10 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _register_train_anomaly(group: argparse._SubParsersAction) -> None:
+    from flinkai.anomaly.spec import ModelSpec
     from flinkai.anomaly.train import TrainOptions
 
-    defaults = TrainOptions()
+    defaults, spec = TrainOptions(), ModelSpec()
     p = group.add_parser(
         "train-anomaly",
         help="train the anomaly forecasters on NAB probationary data and export their ONNX step",
@@ -221,8 +222,34 @@ def _register_train_anomaly(group: argparse._SubParsersAction) -> None:
     p.add_argument("--kind", choices=("hybrid", "lstm", "both"), default="both")
     p.add_argument("--out", metavar="DIR", help="parent folder of the model folders")
     p.add_argument("--epochs", type=int, default=defaults.epochs, help=f"({defaults.epochs})")
-    p.add_argument("--window", type=int, default=288, help="attention window, steps (288)")
+    p.add_argument(
+        "--window", type=int, default=spec.window, help=f"attention window, steps ({spec.window})"
+    )
+    p.add_argument("--hidden", type=int, default=spec.hidden, help=f"LSTM width ({spec.hidden})")
+    p.add_argument(
+        "--gate",
+        action=argparse.BooleanOptionalAction,
+        default=spec.gate,
+        help=f"hybrid: learned residual gates on the attention branch, starting at 0 ({spec.gate})",
+    )
+    p.add_argument("--lr", type=float, default=defaults.lr, help=f"Adam rate ({defaults.lr:g})")
     p.add_argument("--seed", type=int, default=defaults.seed, help=f"({defaults.seed})")
+    p.add_argument(
+        "--val-fraction",
+        type=float,
+        default=defaults.val_fraction,
+        help="share of each probationary part held out (from its end) for the validation "
+        f"loss; the best validation epoch's weights are kept ({defaults.val_fraction:g})",
+    )
+    p.add_argument(
+        "--patience",
+        type=int,
+        default=defaults.patience,
+        help=f"stop after this many epochs without a better validation loss; 0: never ({defaults.patience})",
+    )
+    p.add_argument(
+        "--threads", type=int, default=defaults.threads, help=f"torch threads ({defaults.threads})"
+    )
     p.set_defaults(handler=_train_anomaly)
 
 
@@ -238,15 +265,29 @@ def _train_anomaly(args: argparse.Namespace) -> int:
     for kind in kinds:
         try:
             result = train_model(
-                ModelSpec(kind=kind, window=args.window),
+                ModelSpec(
+                    kind=kind,
+                    window=args.window,
+                    hidden=args.hidden,
+                    gate=args.gate and kind == "hybrid",
+                ),
                 data,
                 parent / kind,
-                TrainOptions(epochs=args.epochs, seed=args.seed),
+                TrainOptions(
+                    epochs=args.epochs,
+                    lr=args.lr,
+                    seed=args.seed,
+                    threads=args.threads,
+                    val_fraction=args.val_fraction,
+                    patience=args.patience,
+                ),
                 progress=lambda line: print(line, flush=True),
             )
         except AnomalyError as e:
             print(f"train-anomaly: {e}")
             return 1
+        if result.best_val_loss is not None:
+            print(f"validation loss {result.best_val_loss:.5f} after {result.best_epoch} epochs")
         print(f"done: {result.meta.model_version} in {result.seconds:.1f}s -> {result.folder}")
     return 0
 

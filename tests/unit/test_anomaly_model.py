@@ -16,7 +16,7 @@ import pytest
 from flinkai.anomaly.detector import DetectorConfig, PointRejected, SeriesDetector
 from flinkai.anomaly.spec import ModelSpec, read_meta
 from flinkai.anomaly.step import RecurrentState, StepModel
-from flinkai.anomaly.train import TrainOptions, series_inputs, train_model
+from flinkai.anomaly.train import TrainOptions, TrainResult, series_inputs, train_model
 
 torch = pytest.importorskip("torch")
 
@@ -25,14 +25,19 @@ STEPS = 500
 WINDOW = 64  # well under STEPS, so the sliding KV cache is exercised
 
 
-def _synthetic_nab(root: Path) -> Path:
-    """A NAB-layout folder with two daily-periodic series and no windows."""
+def _synthetic_nab(root: Path, bump: slice | None = None) -> Path:
+    """A NAB-layout folder with two daily-periodic series and no windows.
+
+    ``bump`` adds 5.0 to those rows of every series.
+    """
     windows: dict[str, list[object]] = {}
     for name in ("a", "b"):
         ts = np.datetime64("2024-01-01T00:00") + np.arange(1200) * np.timedelta64(5, "m")
         values = np.sin(np.arange(1200) * 2 * np.pi / 288) + 0.1 * np.random.default_rng(1).normal(
             size=1200
         )
+        if bump is not None:
+            values[bump] += 5.0
         folder = root / "data" / "synthetic"
         folder.mkdir(parents=True, exist_ok=True)
         lines = ["timestamp,value"] + [
@@ -61,6 +66,10 @@ def anomaly_models(tmp_path_factory: pytest.TempPathFactory, nab_dir: Path) -> d
         spec = ModelSpec(kind=kind, hidden=16, attn_dim=8, heads=2, window=WINDOW)
         result = train_model(spec, nab_dir, root / kind, TrainOptions(epochs=3, threads=1), groups)
         out[kind] = result.folder
+    # Gated attention; a high rate so the gates (0 at the start) open within 3 epochs.
+    spec = ModelSpec(kind="hybrid", hidden=16, attn_dim=8, heads=2, window=WINDOW, gate=True)
+    opts = TrainOptions(epochs=3, threads=1, lr=0.05)
+    out["hybrid_gate"] = train_model(spec, nab_dir, root / "hybrid_gate", opts, groups).folder
     return out
 
 
@@ -71,7 +80,7 @@ def _inputs(n: int) -> np.ndarray:
     return x
 
 
-@pytest.mark.parametrize("kind", ["hybrid", "lstm"])
+@pytest.mark.parametrize("kind", ["hybrid", "lstm", "hybrid_gate"])
 def test_onnx_step_equals_torch_full_window(kind: str, anomaly_models: dict[str, Path]) -> None:
     from flinkai.anomaly.forecaster import Forecaster
 
@@ -80,6 +89,11 @@ def test_onnx_step_equals_torch_full_window(kind: str, anomaly_models: dict[str,
     model = Forecaster(spec)
     model.load_state_dict(torch.load(folder / "model.pt"))
     model.eval()
+    if kind == "hybrid_gate":  # the gates opened, so the attention branch is in the output
+        assert (
+            spec.gate
+            and min(abs(float(model.gate_attn.detach())), abs(float(model.gate_ff.detach()))) > 1e-3
+        )
     x = _inputs(STEPS)
     with torch.no_grad():
         full = model(torch.from_numpy(x[None]))[0].numpy()
@@ -178,3 +192,55 @@ def test_rejected_points_leave_state_unchanged(anomaly_models: dict[str, Path]) 
             det.update(ts, value)
         assert info.value.reason == reason
     assert pickle.dumps(det.snapshot()) == before
+
+
+def test_validation_rows_are_held_out(tmp_path: Path) -> None:
+    """Changing the held-out end of the probationary part leaves training untouched.
+
+    The model is causal and the training loss covers only the rows before the split,
+    so the training loss curve is identical; the validation loss sees the change.
+    Negative control: without a split the same change moves the training loss.
+    """
+    spec = ModelSpec(kind="hybrid", hidden=8, attn_dim=4, heads=2, window=32, gate=True)
+    # 1200 rows: 180 probationary, 179 targets, the last 36 held out at 0.2.
+    bump = slice(170, 180)
+    plain, bumped = _synthetic_nab(tmp_path / "plain"), _synthetic_nab(tmp_path / "bump", bump)
+
+    def fit(root: Path, val: float, model: ModelSpec = spec) -> TrainResult:
+        opts = TrainOptions(epochs=4, threads=1, lr=0.02, val_fraction=val)
+        return train_model(model, root, tmp_path / f"m-{root.name}-{val}", opts)
+
+    a, b = fit(plain, 0.2), fit(bumped, 0.2)
+    assert a.losses == b.losses and len(a.losses) == 4
+    assert a.val_losses != b.val_losses and len(a.val_losses) == 5  # + the final weights
+    assert a.best_val_loss == min(a.val_losses) == a.val_losses[a.best_epoch]
+    assert read_meta(a.folder).training["best_val_loss"] == a.best_val_loss
+    lstm = ModelSpec(kind="lstm", hidden=8)  # cheaper; the control is about the split
+    assert fit(plain, 0.0, lstm).losses != fit(bumped, 0.0, lstm).losses
+
+
+def test_kept_weights_are_the_best_validation_epoch(tmp_path: Path) -> None:
+    """Early stopping keeps the weights with the lowest validation loss, not the last."""
+    from flinkai.anomaly.forecaster import Forecaster
+    from flinkai.anomaly.nab import load_nab_folder
+    from flinkai.anomaly.train import probation_sequences
+
+    root = _synthetic_nab(tmp_path / "nab")
+    spec = ModelSpec(kind="lstm", hidden=8)
+    # A rate this high overshoots, so some later epoch is worse than the best one.
+    opts = TrainOptions(epochs=12, threads=1, lr=0.5, val_fraction=0.2, patience=3)
+    result = train_model(spec, root, tmp_path / "m", opts)
+    assert result.best_val_loss == min(result.val_losses)
+    assert result.val_losses[-1] > result.best_val_loss  # evidence: the last was not the best
+    model = Forecaster(spec)
+    model.load_state_dict(torch.load(result.folder / "model.pt"))
+    model.eval()
+    total, count = 0.0, 0
+    for _, x, y in probation_sequences(load_nab_folder(root)):
+        n_val = round(0.2 * len(y))
+        with torch.no_grad():
+            pred = model(torch.from_numpy(x[None]))[0, : len(y)]
+        rows = torch.nn.functional.smooth_l1_loss(pred, torch.from_numpy(y), reduction="none")
+        total += float(rows[len(y) - n_val :].sum())
+        count += n_val
+    assert abs(total / count - result.best_val_loss) < 1e-5
