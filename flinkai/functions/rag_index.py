@@ -36,10 +36,9 @@ import numpy as np
 
 from flinkai.config import Config
 from flinkai.functions.doc_events import DocEvent, DocOp
-from flinkai.functions.embedding import EmbeddingFunction
 from flinkai.functions.events import Reason
 from flinkai.functions.guard import RowGuard, internal_error_detail
-from flinkai.rag import open_index
+from flinkai.functions.index_client import IndexClient
 from flinkai.rag.chunking import TooManyChunksError, chunk_document
 from flinkai.rag.errors import IndexUnavailableError, InvalidChunkError
 from flinkai.rag.index import (
@@ -81,8 +80,8 @@ class IndexResult:
 _SKIPPED = IndexResult(None, None, None, None)
 
 
-class DocumentIndexer:
-    """Holds the embedding backend and the index client between ``open`` and ``close``.
+class DocumentIndexer(IndexClient):
+    """Writes parsed events to the index; ``open``/``close`` come from :class:`IndexClient`.
 
     Args:
         config: The job's config (sections ``embedding``, ``model``, ``rag``).
@@ -96,28 +95,8 @@ class DocumentIndexer:
         index_factory: Callable[[Config], VectorIndex] | None = None,
         guard: RowGuard | None = None,
     ) -> None:
-        self.config = config
-        self._factory = index_factory or open_index
+        super().__init__(config, index_factory)
         self._guard = guard or RowGuard("index_document")
-        self._embed = EmbeddingFunction(config)
-        self._index: VectorIndex | None = None
-
-    def open(self) -> None:
-        self._embed.open()
-        if self._index is None:
-            self._index = self._factory(self.config)
-
-    def close(self) -> None:
-        self._embed.close()
-        if self._index is not None:
-            self._index.close()
-            self._index = None
-
-    @property
-    def index(self) -> VectorIndex:
-        if self._index is None:
-            raise RuntimeError("DocumentIndexer used before open()")
-        return self._index
 
     def apply(self, events: Sequence[DocEvent | None]) -> list[IndexResult]:
         """Write a batch of events in order; None (an invalid event) is skipped.

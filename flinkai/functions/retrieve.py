@@ -15,8 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from flinkai.config import Config
-from flinkai.functions.embedding import EmbeddingFunction
-from flinkai.rag import open_index
+from flinkai.functions.index_client import IndexClient
 from flinkai.rag.index import Hit, VectorIndex
 
 __all__ = ["MAX_K", "Retriever"]
@@ -25,8 +24,8 @@ __all__ = ["MAX_K", "Retriever"]
 MAX_K = 100
 
 
-class Retriever:
-    """Holds the embedding backend and the index client between ``open`` and ``close``.
+class Retriever(IndexClient):
+    """Queries the index; ``open``/``close`` come from :class:`IndexClient`.
 
     Args:
         config: The job's config (sections ``embedding``, ``model``, ``rag``).
@@ -36,28 +35,13 @@ class Retriever:
     def __init__(
         self, config: Config, index_factory: Callable[[Config], VectorIndex] | None = None
     ) -> None:
-        self.config = config
-        self._factory = index_factory or open_index
-        self._embed = EmbeddingFunction(config)
-        self._index: VectorIndex | None = None
+        super().__init__(config, index_factory)
         #: Why the last query returned None (for the dead-letter detail).
         self.last_error: str | None = None
 
-    def open(self) -> None:
-        self._embed.open()
-        if self._index is None:
-            self._index = self._factory(self.config)
-
-    def close(self) -> None:
-        self._embed.close()
-        if self._index is not None:
-            self._index.close()
-            self._index = None
-
     def __call__(self, query_text: str | None, k: int | None) -> list[Hit] | None:
         """The top-k hits, best first; None when the query could not be embedded."""
-        if self._index is None:
-            raise RuntimeError("Retriever used before open()")
+        index = self.index  # raises before open()
         self.last_error = None
         if k is None:
             k = self.config.rag.k
@@ -70,4 +54,4 @@ class Retriever:
             self.last_error = error or "inference_failed: no vector"
             return None
         v = np.asarray(vector, dtype=np.float32)
-        return self._index.query(v / max(float(np.linalg.norm(v)), 1e-12), k)
+        return index.query(v / max(float(np.linalg.norm(v)), 1e-12), k)
