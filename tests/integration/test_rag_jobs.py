@@ -12,7 +12,9 @@ One unbounded ingest job is shared by the module (module-scoped fixture):
 The final index is then compared, exactly, with the fold of the whole topic
 (:func:`flinkai.functions.doc_state.fold_documents`): documents, versions with
 tombstones, and every chunk id. rag_answer.sql runs bounded twice: on an empty
-collection (``retrieve`` returns empty arrays) and on the filled one.
+collection (``retrieve`` returns empty arrays, the answer is the fixed no-passages
+one) and on the filled one, where each question is answered by the real SmolLM2 ONNX
+decoder from its passages (prompt cut to ``ANSWER_LLM``'s 192 tokens, 8 new tokens).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ import pytest
 from flinkai.config import Config, load_config
 from flinkai.functions.doc_events import MAX_DOCUMENT_BYTES, DocEvent, parse_doc_event
 from flinkai.functions.doc_state import ExpectedIndex, diff_index, fold_documents
+from flinkai.functions.llm import LlmCompleteFunction, load_prompt_model
+from flinkai.functions.rag_answer import NO_PASSAGES_ANSWER, Passage, RagAnswerFunction
 from flinkai.functions.retrieve import Retriever
 from flinkai.kafka.admin import (
     TopicSnapshot,
@@ -57,6 +61,7 @@ from .streaming import (
     wait_until,
     with_rest,
 )
+from .test_llm_complete_job import require_decoder
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -70,6 +75,9 @@ POISON: dict[bytes, str] = {
     b'{"doc_id": "p2", "text": "   ", "updated_at": 1}': "empty_text",
     b"\xff\xfe{}": "invalid_utf8",
 }
+#: The answer runs' LLM settings: short prompts (passages are cut to fit) and few new
+#: tokens keep the decoder's share of the module's time small.
+ANSWER_LLM = {"max_new_tokens": 8, "max_prompt_tokens": 192}
 FAULT_DOCS = 30
 FAULT_EVENTS = 160
 RATE = 4.0
@@ -412,7 +420,7 @@ def _answer(
         "SCAN_BOUNDED_MODE": "latest-offset",
         "TOP_K": "3",
     }
-    _start("rag_answer.sql", config, variables, wait=True)
+    _start("rag_answer.sql", config.with_overrides(llm=ANSWER_LLM), variables, wait=True)
     answers = read_to_end_offsets(bootstrap, topics[1], timeout_s=30)
     dead = read_to_end_offsets(bootstrap, topics[2], timeout_s=30)
     return (
@@ -432,6 +440,7 @@ QUESTIONS = [
 def test_answer_job_on_an_empty_index_returns_empty_arrays(
     kafka_broker: LocalKafka, chroma_server: ChromaServer, model_artifacts: object
 ) -> None:
+    require_decoder()
     run_id = uuid.uuid4().hex[:8]
     config = load_config(env={}).with_overrides(
         rag=_rag_config(chroma_server, f"rag-empty-{run_id}")
@@ -439,15 +448,20 @@ def test_answer_job_on_an_empty_index_returns_empty_arrays(
     answers, dead = _answer(kafka_broker, config, QUESTIONS, run_id)
     assert sorted(a["id"] for a in answers) == ["q1", "q2"]
     assert all(a["passages"] == [] for a in answers), answers
+    # No passages: the fixed answer, no sources, and no model call (no model_version).
+    for a in answers:
+        assert a["answer"] == NO_PASSAGES_ANSWER and a["sources"] == [], a
+        assert a["prompt_tokens"] == 0 and "model_version" not in a, a
     assert sorted(d["reason"] for d in dead) == ["missing_field", "not_json"]
 
 
 def test_answer_job_enriches_questions_with_top_k_passages(
     ingest: IngestRun, kafka_broker: LocalKafka
 ) -> None:
+    require_decoder()
     answers, dead = _answer(kafka_broker, ingest.config, QUESTIONS, uuid.uuid4().hex[:8])
+    assert sorted(a["id"] for a in answers) == ["q1", "q2"]  # one answer per question
     by_id = {a["id"]: a for a in answers}
-    assert set(by_id) == {"q1", "q2"}
     live = set(ingest.final["documents"])
     for a in answers:
         passages = a["passages"]
@@ -461,3 +475,23 @@ def test_answer_job_enriches_questions_with_top_k_passages(
     assert by_id["q1"]["passages"][0]["doc_id"] == "keep"
     assert by_id["q1"]["passages"][0]["text"] == "the chess world championship match"
     assert sorted(d["reason"] for d in dead) == ["missing_field", "not_json"]
+
+    # The answers: the sources are the passages retrieve returned, in order, and each
+    # answer is what the same generation gives outside Flink for the same prompt.
+    config = ingest.config.with_overrides(llm={**ANSWER_LLM, "store": "none"})
+    model = load_prompt_model(config)
+    direct = RagAnswerFunction(LlmCompleteFunction(config, model, None))
+    for a in answers:
+        print({k: a[k] for k in ("id", "answer", "sources", "cited", "prompt_tokens", "ttft_ms")})
+        assert a["answer"].strip()
+        assert a["sources"] == [p["chunk_id"] for p in a["passages"]]
+        assert a["dropped_passages"] == 0
+        assert set(a["cited"]) <= set(a["sources"])
+        assert a["model_version"] == model.decoder.model_version
+        assert 0 < a["prompt_tokens"] <= ANSWER_LLM["max_prompt_tokens"] and a["ttft_ms"] > 0
+        want = direct(a["question"], [Passage(p["chunk_id"], p["text"]) for p in a["passages"]])
+        assert want.error is None
+        assert a["answer"] == want.answer, a["id"]
+        assert a["prompt_tokens"] == want.prompt_tokens
+        assert a["truncated_passages"] == want.truncated_passages
+        assert tuple(a["cited"]) == want.cited
