@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -53,7 +53,7 @@ from flinkai.state import (
     SnapshotStore,
     prefix_hash,
 )
-from flinkai.state.bench import measure_kafka_throughput
+from flinkai.state.bench import measure_kafka_batch, measure_kafka_throughput
 
 __all__ = ["MODES", "PROFILES", "Profile", "register", "run_kvcache_bench"]
 
@@ -331,48 +331,44 @@ def _handle(args: argparse.Namespace) -> int:
     if args.prompts:
         profile = replace(profile, prompts=args.prompts)
     config = load_config(getattr(args, "config", None))
-    model = load_prompt_model(config)
-    decoder = model.decoder
+    decoder = None if args.store_only else load_prompt_model(config).decoder
     started = time.time()
+    loadavg_start = os.getloadavg()
+    rows: list[dict[str, Any]] = []
+    gran: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="flinkai-bench-kv-") as work:
         broker = None if args.bootstrap else LocalKafka(Path(work) / "kafka", port=free_port())
         if broker is not None:
             broker.start()
         try:
             bootstrap = args.bootstrap or (broker.bootstrap if broker else None)
-            rows = run_kvcache_bench(
-                decoder,
-                profile,
-                bootstrap=bootstrap,
-                block_tokens=config.llm.block_tokens,
-                progress=lambda line: print(line, file=sys.stderr, flush=True),
-            )
             assert bootstrap is not None
-            gran = granularity(decoder, bootstrap, 1024, config.llm.block_tokens)
-            throughput = []
-            for mb in profile.throughput_mb:
-                for codec in ("zstd", "none"):
-                    cfg = KafkaStoreConfig(
-                        bootstrap=bootstrap,
-                        topic=f"bench-kv-tp-{uuid.uuid4().hex[:8]}",
-                        codec=CodecConfig(codec=codec),
-                    )
-                    figures = measure_kafka_throughput(cfg, mb * 2**20, dtype="float32")
-                    throughput.append({"mb": mb, "codec": codec, **asdict(figures)})
+            if decoder is not None:
+                rows = run_kvcache_bench(
+                    decoder,
+                    profile,
+                    bootstrap=bootstrap,
+                    block_tokens=config.llm.block_tokens,
+                    progress=lambda line: print(line, file=sys.stderr, flush=True),
+                )
+                gran = granularity(decoder, bootstrap, 1024, config.llm.block_tokens)
+            throughput = _store_throughput(bootstrap, profile, config.llm.block_tokens)
         finally:
             if broker is not None:
                 broker.stop()
     result = {
         "benchmark": "kvcache",
         "profile": "quick" if args.quick else "default",
-        "model_id": decoder.model_id,
-        "model_version": decoder.model_version,
+        "store_only": bool(args.store_only),
+        "model_id": decoder.model_id if decoder is not None else None,
+        "model_version": decoder.model_version if decoder is not None else None,
         "block_tokens": config.llm.block_tokens,
         "machine": {
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
             "processor": platform.processor(),
-            "loadavg_start": os.getloadavg(),
+            "loadavg_start": loadavg_start,
+            "loadavg_end": os.getloadavg(),
         },
         "gpu": "n/a (no GPU)",
         "started_unix": started,
@@ -381,17 +377,51 @@ def _handle(args: argparse.Namespace) -> int:
         "granularity": gran,
         "store_throughput": throughput,
     }
-    print(_table(rows))
-    print(json.dumps({"granularity": gran}, indent=1))
+    if rows:
+        print(_table(rows))
+        print(json.dumps({"granularity": gran}, indent=1))
     for t in throughput:
+        what = (
+            f"{t['mb']} MB"
+            if t["call"] == "put"
+            else f"put_many {t['snapshots']} x {'x'.join(map(str, t['shape']))}"
+        )
         print(
-            f"store {t['mb']} MB {t['codec']}: put {t['put_mb_s']:.0f} MB/s, get cold "
+            f"store {what} {t['codec']}: put {t['put_mb_s']:.0f} MB/s, get cold "
             f"{t['get_cold_mb_s']:.0f} MB/s, get cached {t['get_cached_mb_s']:.0f} MB/s"
         )
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0
+
+
+def _store_throughput(bootstrap: str, profile: Profile, block_tokens: int) -> list[dict[str, Any]]:
+    """Put/get MB/s: single puts of each size, then ``put_many`` as the prefix cache calls it.
+
+    The ``put_many`` rows are 16 x 1 MiB snapshots in one transaction, and one
+    prompt block as published (30 layers x ``[2, 3, block_tokens, 64]`` fp32).
+    """
+    out: list[dict[str, Any]] = []
+
+    def config(codec: Literal["zstd", "none"]) -> KafkaStoreConfig:
+        return KafkaStoreConfig(
+            bootstrap=bootstrap,
+            topic=f"bench-kv-tp-{uuid.uuid4().hex[:8]}",
+            codec=CodecConfig(codec=codec),
+        )
+
+    codecs: tuple[Literal["zstd", "none"], ...] = ("zstd", "none")
+    for codec in codecs:
+        for mb in profile.throughput_mb:
+            figures = measure_kafka_throughput(config(codec), mb * 2**20, dtype="float32")
+            out.append({"call": "put", "mb": mb, "codec": codec, **asdict(figures)})
+        # 1 MiB fp32 of (2, 3, tokens, 64) is 682 tokens.
+        batches = ((16, (2, 3, 682, 64)), (30, (2, 3, block_tokens, 64)))
+        for count, shape in batches:
+            batch = measure_kafka_batch(config(codec), count, shape)
+            out.append({"call": "put_many", "codec": codec, **asdict(batch)})
+    return out
 
 
 def register(subparsers: Any) -> None:
@@ -405,5 +435,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--lengths", help="comma-separated prompt lengths (tokens)")
     parser.add_argument("--prompts", type=int, help="timed prompts per cell and mode")
     parser.add_argument("--bootstrap", help="use this Kafka instead of starting a local broker")
+    parser.add_argument(
+        "--store-only",
+        action="store_true",
+        help="only the store's put/get MB/s (no model, no TTFT rows)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.set_defaults(handler=_handle)

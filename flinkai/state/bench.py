@@ -23,10 +23,12 @@ from flinkai.state.codec import CodecConfig, decode, encode
 from flinkai.state.kafka import KafkaSnapshotStore, KafkaStoreConfig
 
 __all__ = [
+    "BatchFigures",
     "CodecFigures",
     "ThroughputFigures",
     "kv_like",
     "measure_codec",
+    "measure_kafka_batch",
     "measure_kafka_throughput",
 ]
 
@@ -186,6 +188,90 @@ def measure_kafka_throughput(
     return ThroughputFigures(
         snapshot_bytes=tensor.nbytes,
         payload_bytes=payload_bytes,
+        records=records,
+        put_mb_s=mb / best_put,
+        get_cold_mb_s=mb / best_cold,
+        get_cached_mb_s=mb / best_cached,
+        runs=runs,
+    )
+
+
+@dataclass(frozen=True)
+class BatchFigures:
+    """``put_many`` / ``get_many`` speed of the Kafka store, in MB/s of raw bytes (best run).
+
+    This is how the prefix cache uses the store: one ``put_many`` (one transaction)
+    per prompt with a snapshot per layer and block, one ``get_many`` per lookup.
+
+    Attributes:
+        snapshots: Snapshots per call.
+        shape: Shape of each snapshot.
+        total_bytes: Raw bytes per call.
+        payload_bytes: Encoded bytes per call.
+        records: Kafka records per call.
+        put_mb_s: ``put_many``: encode all, produce, one commit.
+        get_cold_mb_s: ``get_many`` on another store instance, once visible there.
+        get_cached_mb_s: The same ``get_many`` again, from that instance's cache.
+        runs: Calls timed.
+    """
+
+    snapshots: int
+    shape: tuple[int, ...]
+    total_bytes: int
+    payload_bytes: int
+    records: int
+    put_mb_s: float
+    get_cold_mb_s: float
+    get_cached_mb_s: float
+    runs: int
+
+
+def measure_kafka_batch(
+    config: KafkaStoreConfig,
+    snapshots: int,
+    shape: tuple[int, ...],
+    *,
+    runs: int = 3,
+    dtype: str = "float32",
+    kind: DataKind = "smooth",
+) -> BatchFigures:
+    """Time ``put_many`` and ``get_many`` of ``snapshots`` tensors of ``shape``.
+
+    The tensors differ (one seed each), so the codec sees as many distinct bytes as
+    in real use. A fresh set of keys per run; a separate reader store does the
+    cold reads.
+    """
+    tokens_bytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    tensors = [kv_like(tokens_bytes, dtype, kind, seed=i).reshape(shape) for i in range(snapshots)]
+    total = sum(t.nbytes for t in tensors)
+    mb = total / _MB
+    payloads = [
+        len(encode(t, config.codec, version=Version(0), model_version="")[1]) for t in tensors
+    ]
+    records = sum(max(1, -(-p // config.chunk_bytes)) for p in payloads)
+    reader_config = replace(config, create_topic=False)
+    best_put = best_cold = best_cached = float("inf")
+    with KafkaSnapshotStore(config) as writer, KafkaSnapshotStore(reader_config) as reader:
+        for run in range(runs):
+            block = prefix_hash([run, *uuid.uuid4().bytes])
+            keys = [SnapshotKey("bench", layer, block) for layer in range(snapshots)]
+            began = time.perf_counter()
+            versions = writer.put_many(list(zip(keys, tensors, strict=True)), model_version="b")
+            best_put = min(best_put, time.perf_counter() - began)
+            _await_visible(reader, keys[-1], versions[-1])
+            began = time.perf_counter()
+            got = reader.get_many(keys)
+            best_cold = min(best_cold, time.perf_counter() - began)
+            if any(g is None for g in got):
+                raise RuntimeError(f"get_many missed {sum(g is None for g in got)} snapshots")
+            began = time.perf_counter()
+            reader.get_many(keys)
+            best_cached = min(best_cached, time.perf_counter() - began)
+    return BatchFigures(
+        snapshots=snapshots,
+        shape=tuple(shape),
+        total_bytes=total,
+        payload_bytes=sum(payloads),
         records=records,
         put_mb_s=mb / best_put,
         get_cold_mb_s=mb / best_cold,

@@ -74,6 +74,8 @@ log = logging.getLogger(__name__)
 
 #: Room left in each record for key, headers and batch framing (they take < 1 KiB).
 RECORD_OVERHEAD_BYTES = 4096
+#: poll timeout while catching up (see ``sync``).
+_SYNC_POLL_MS = 10
 #: Records between two wanted offsets read through rather than seeking again.
 _MAX_SCAN_GAP = 256
 _T = TypeVar("_T")
@@ -469,7 +471,9 @@ class KafkaSnapshotStore(SnapshotStore):
                             f"reading {self.config.topic!r} on {self.config.bootstrap} did not "
                             f"reach its end within {timeout_s:g}s"
                         )
-                    for records in self._consumer.poll(timeout_ms=200).values():
+                    # Short: a fetch that holds only a commit marker returns no records,
+                    # and poll would wait its whole timeout although the position moved.
+                    for records in self._consumer.poll(timeout_ms=_SYNC_POLL_MS).values():
                         for record in records:
                             self._apply(record)
             except kerrors.KafkaError as e:
