@@ -172,9 +172,8 @@ class _Retrieve(ScalarFunction):
         self._retriever.close()
 
     def is_deterministic(self) -> bool:
-        # rag_answer.sql reads the result in many columns; the planner copies a
-        # deterministic call into each (one search per copy, and a live index may
-        # answer each copy differently, so the passages and the answer could disagree).
+        # A live index answers the same query differently as documents change, so
+        # the planner must not fold or reuse calls as if the result were fixed.
         return False
 
 
