@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -80,7 +80,7 @@ _SYNC_POLL_MS = 10
 _MAX_SCAN_GAP = 256
 _T = TypeVar("_T")
 #: One record of a transaction: key, value (None: tombstone), headers, partition.
-_Record = tuple[bytes, bytes | None, list[tuple[str, bytes]], int]
+_Record = tuple[bytes, bytes | memoryview | None, list[tuple[str, bytes]], int]
 
 
 def _runs(offsets: Sequence[int], gap: int) -> list[tuple[int, int]]:
@@ -340,34 +340,44 @@ class KafkaSnapshotStore(SnapshotStore):
             size = self.config.chunk_bytes
             planned = []
             records: list[_Record] = []
-            for key, tensor in items:
-                version = next_version(self._high.get(key), self._clock_ms())
-                meta, payload = encode(
-                    tensor, self.config.codec, version=version, model_version=model_version
-                )
-                view = memoryview(payload)
-                chunks = [view[i : i + size] for i in range(0, len(payload), size)] or [view[:0]]
-                partition = _partition_of(key, len(self._partitions))
-                kept = sorted(self._index.get(key, {}))
-                pruned = kept[: max(0, len(kept) - (self.config.max_versions_per_key - 1))]
-                planned.append(
-                    (key, tensor, version, meta, len(chunks), partition, pruned, len(records))
-                )
-                records += [
-                    (
-                        record_key(key, version, i),
-                        bytes(c),
-                        record_headers(meta, i, len(chunks)),
-                        partition,
+
+            def encoded() -> Iterator[_Record]:
+                # Encoded one snapshot at a time inside the open transaction, so the
+                # producer's I/O thread sends snapshot i while snapshot i + 1 is
+                # compressed (zstd and sha256 release the GIL).
+                for key, tensor in items:
+                    version = next_version(self._high.get(key), self._clock_ms())
+                    meta, payload = encode(
+                        tensor, self.config.codec, version=version, model_version=model_version
                     )
-                    for i, c in enumerate(chunks)
-                ]
-                records += [
-                    (record_key(key, v, i), None, [], partition)
-                    for v in pruned
-                    for i in range(self._index[key][v].chunks)
-                ]
-            offsets = self._transaction(records)
+                    view = memoryview(payload)
+                    chunks = [view[i : i + size] for i in range(0, len(payload), size)]
+                    chunks = chunks or [view[:0]]
+                    partition = _partition_of(key, len(self._partitions))
+                    kept = sorted(self._index.get(key, {}))
+                    pruned = kept[: max(0, len(kept) - (self.config.max_versions_per_key - 1))]
+                    planned.append(
+                        (key, tensor, version, meta, len(chunks), partition, pruned, len(records))
+                    )
+                    # Values stay memoryviews of the payload: no copy before the producer's.
+                    new: list[_Record] = [
+                        (
+                            record_key(key, version, i),
+                            c,
+                            record_headers(meta, i, len(chunks)),
+                            partition,
+                        )
+                        for i, c in enumerate(chunks)
+                    ]
+                    new += [
+                        (record_key(key, v, i), None, [], partition)
+                        for v in pruned
+                        for i in range(self._index[key][v].chunks)
+                    ]
+                    records.extend(new)
+                    yield from new
+
+            offsets = self._transaction(encoded())
             self._skip_own(records, offsets)
             versions = []
             for key, tensor, version, meta, n, partition, pruned, first in planned:
@@ -680,11 +690,13 @@ class KafkaSnapshotStore(SnapshotStore):
                 out[(key, entry.meta.version)] = payload
         return out
 
-    def _transaction(self, records: list[_Record]) -> list[int]:
+    def _transaction(self, records: Iterable[_Record]) -> list[int]:
         """Write ``records`` (key, value, headers, partition) as one transaction; their offsets.
 
-        On any failure the producer is dropped (a new one fences it on the next
-        write) and :class:`StoreUnavailableError` is raised.
+        ``records`` may be a generator that encodes as it goes. On a Kafka failure
+        the producer is dropped (a new one fences it on the next write) and
+        :class:`StoreUnavailableError` is raised. Any other error (from the
+        generator) aborts the transaction and propagates.
         """
         timeout_s = self.config.request_timeout_s
         producer = self._writer()
@@ -703,7 +715,18 @@ class KafkaSnapshotStore(SnapshotStore):
                 f"writing to {self.config.topic!r} on {self.config.bootstrap} failed; the "
                 f"transaction is not committed: {type(e).__name__}: {e}"
             ) from e
+        except BaseException:
+            self._abort(producer)
+            raise
         return offsets
+
+    def _abort(self, producer: Any) -> None:
+        """Abort the open transaction, so readers are not held back until it times out."""
+        try:
+            _bounded(producer.abort_transaction, self.config.request_timeout_s, "abort")
+        except (kerrors.KafkaError, StoreUnavailableError):
+            log.warning("aborting a failed put did not finish; dropping the producer")
+            self._drop_producer()
 
     def _client_options(self) -> dict[str, Any]:
         """kafka-python security arguments, from the one ``kafka.security`` mapping."""

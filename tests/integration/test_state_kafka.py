@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -99,6 +100,37 @@ def test_a_snapshot_put_by_one_process_is_a_hit_in_another(kafka_broker: LocalKa
     assert got["latest"] == put["version"]
     # Read from the topic (not a local cache): 1.5 MB fp16 spans several records.
     assert got["fetched"] > 256 * 1024 and got["hits"] == 1
+
+
+def test_a_put_many_that_fails_while_encoding_is_aborted_not_left_open(
+    kafka_broker: LocalKafka,
+) -> None:
+    topic = unique_topic("state-abort")
+    config = KafkaStoreConfig(bootstrap=kafka_broker.bootstrap, topic=topic, request_timeout_s=10)
+    good, bad = SnapshotKey("m", 0, prefix_hash([1])), SnapshotKey("m", 1, prefix_hash([1]))
+    with KafkaSnapshotStore(config) as writer:
+        # put_many encodes inside the open transaction: the first snapshot is sent
+        # before the second fails to encode.
+        with pytest.raises(TypeError, match="dtype object"):
+            writer.put_many(
+                [(good, kv(300)), (bad, np.array(["x"], dtype=object))], model_version="r1"
+            )
+        # Evidence: the first snapshot's records reached the log, uncommitted.
+        raw = consume_all(
+            kafka_broker.bootstrap,
+            topic,
+            isolation_level="read_uncommitted",
+            timeout_s=10,
+            idle_s=0.5,
+        )
+        assert raw and all(f"{good}@" in key_of(r.key) for r in raw)
+        # Aborted, not open: the next put is visible to another store at once.
+        v = writer.put(good, kv(10), model_version="r1")
+        with KafkaSnapshotStore(replace(config, create_topic=False)) as reader:
+            started = time.monotonic()
+            assert reader.versions(good) == [v]
+            assert time.monotonic() - started < 5
+            assert reader.versions(bad) == []
 
 
 # -- cache -------------------------------------------------------------------------
