@@ -1,6 +1,6 @@
 """Choose each forecaster's settings by validation forecast loss, never by a NAB score.
 
-Each variant (``hybrid``, ``lstm``) gets the same budget: :data:`GRIDS` holds four
+Each variant (``hybrid``, ``lstm``) gets the same budget: :data:`GRIDS` holds eight
 settings per variant, each trained with the same epoch cap, early stopping and
 held-out split (:data:`BASE`: the last 20% of every series' probationary part).
 The setting with the lowest validation loss wins and its model (the weights of its
@@ -47,19 +47,20 @@ class Candidate:
         return f"{s.kind} hidden {s.hidden}{attn} lr {o.lr:g}"
 
 
-#: Four per variant, each the learning rate crossed with the variant's own structural
-#: choice: the gate for ``hybrid`` (the KV cache at attention width 16 and window
-#: 288 is already 37 KB of the 64 KB state budget, so width and window stay), the
-#: LSTM width for ``lstm``.
+#: Eight per variant: LSTM width x learning rate for both, crossed with the
+#: variant's own choice: the residual gate for ``hybrid``, two wider LSTMs for
+#: ``lstm``. Attention width and window stay at 16 and 288: the KV cache is then
+#: already 37 KB of the 64 KB state budget per key.
 GRIDS: dict[ModelKind, list[Candidate]] = {
     "hybrid": [
-        Candidate(ModelSpec(kind="hybrid", gate=gate), replace(BASE, lr=lr))
+        Candidate(ModelSpec(kind="hybrid", hidden=hidden, gate=gate), replace(BASE, lr=lr))
         for gate in (False, True)
+        for hidden in (32, 64)
         for lr in _LRS
     ],
     "lstm": [
         Candidate(ModelSpec(kind="lstm", hidden=hidden), replace(BASE, lr=lr))
-        for hidden in (32, 64)
+        for hidden in (32, 64, 96, 128)
         for lr in _LRS
     ],
 }

@@ -39,12 +39,14 @@ from flinkai.anomaly.spec import (
     META_FILE,
     ONNX_FILE,
     TORCH_FILE,
+    ModelKind,
     ModelMeta,
     ModelSpec,
     anomaly_models_dir,
 )
 
 __all__ = [
+    "DEFAULTS",
     "OPSET",
     "TrainOptions",
     "TrainResult",
@@ -90,6 +92,14 @@ class TrainOptions:
             raise AnomalyModelError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
         if self.epochs < 1 or self.patience < 0 or self.lr <= 0:
             raise AnomalyModelError(f"bad training options: {self}")
+
+
+#: Each variant's default settings for ``flinkai model train-anomaly``: the ones
+#: :mod:`flinkai.anomaly.search` chose by validation loss (docs/anomaly.md has the table).
+DEFAULTS: dict[ModelKind, tuple[ModelSpec, TrainOptions]] = {
+    "hybrid": (ModelSpec(kind="hybrid"), TrainOptions()),
+    "lstm": (ModelSpec(kind="lstm"), TrainOptions()),
+}
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from flinkai.config import ModelConfig, load_config
 from flinkai.models.artifacts import (
@@ -204,59 +206,74 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _register_train_anomaly(group: argparse._SubParsersAction) -> None:
-    from flinkai.anomaly.spec import ModelSpec
-    from flinkai.anomaly.train import TrainOptions
+    from flinkai.anomaly.train import DEFAULTS
 
-    defaults, spec = TrainOptions(), ModelSpec()
+    def per_kind(get: Callable[[Any, Any], object]) -> str:
+        return "default: " + ", ".join(f"{k} {get(*v)}" for k, v in DEFAULTS.items())
+
     p = group.add_parser(
         "train-anomaly",
         help="train the anomaly forecasters on NAB probationary data and export their ONNX step",
         description="Train the LSTM+attention forecaster (hybrid) and/or the LSTM-only "
         "ablation on the first 15%% (at most 750 rows) of each series of a NAB-layout "
         "folder, export the streaming step to ONNX and check it against torch. Needs the "
-        "torch extra. Output: $FLINKAI_HOME/models/anomaly/<kind>/.",
+        "torch extra. Output: $FLINKAI_HOME/models/anomaly/<kind>/. Each variant's "
+        "defaults are the settings chosen by validation loss (docs/anomaly.md).",
     )
     p.add_argument(
         "--data", metavar="DIR", help="NAB-layout folder (default: ../shared/datasets/nab)"
     )
     p.add_argument("--kind", choices=("hybrid", "lstm", "both"), default="both")
     p.add_argument("--out", metavar="DIR", help="parent folder of the model folders")
-    p.add_argument("--epochs", type=int, default=defaults.epochs, help=f"({defaults.epochs})")
+    p.add_argument("--epochs", type=int, help=f"epoch cap ({per_kind(lambda s, o: o.epochs)})")
     p.add_argument(
-        "--window", type=int, default=spec.window, help=f"attention window, steps ({spec.window})"
+        "--window", type=int, help=f"attention window, steps ({per_kind(lambda s, o: s.window)})"
     )
-    p.add_argument("--hidden", type=int, default=spec.hidden, help=f"LSTM width ({spec.hidden})")
+    p.add_argument("--hidden", type=int, help=f"LSTM width ({per_kind(lambda s, o: s.hidden)})")
     p.add_argument(
         "--gate",
         action=argparse.BooleanOptionalAction,
-        default=spec.gate,
-        help=f"hybrid: learned residual gates on the attention branch, starting at 0 ({spec.gate})",
+        help="hybrid: learned residual gates on the attention branch, starting at 0 "
+        f"({per_kind(lambda s, o: s.gate)})",
     )
-    p.add_argument("--lr", type=float, default=defaults.lr, help=f"Adam rate ({defaults.lr:g})")
-    p.add_argument("--seed", type=int, default=defaults.seed, help=f"({defaults.seed})")
+    p.add_argument("--lr", type=float, help=f"Adam rate ({per_kind(lambda s, o: o.lr)})")
+    p.add_argument("--seed", type=int, help=f"({per_kind(lambda s, o: o.seed)})")
     p.add_argument(
         "--val-fraction",
         type=float,
-        default=defaults.val_fraction,
         help="share of each probationary part held out (from its end) for the validation "
-        f"loss; the best validation epoch's weights are kept ({defaults.val_fraction:g})",
+        "loss; the best validation epoch's weights are kept; 0: none "
+        f"({per_kind(lambda s, o: o.val_fraction)})",
     )
     p.add_argument(
         "--patience",
         type=int,
-        default=defaults.patience,
-        help=f"stop after this many epochs without a better validation loss; 0: never ({defaults.patience})",
+        help="stop after this many epochs without a better validation loss; 0: never "
+        f"({per_kind(lambda s, o: o.patience)})",
     )
     p.add_argument(
-        "--threads", type=int, default=defaults.threads, help=f"torch threads ({defaults.threads})"
+        "--threads", type=int, help=f"torch threads ({per_kind(lambda s, o: o.threads)})"
     )
     p.set_defaults(handler=_train_anomaly)
 
 
+def _anomaly_settings(kind: str, args: argparse.Namespace) -> tuple[Any, Any]:
+    """The kind's default spec and options with the options given on the command line."""
+    from flinkai.anomaly.train import DEFAULTS
+
+    spec, opts = DEFAULTS[kind]  # type: ignore[index]
+    given = {k: v for k, v in vars(args).items() if v is not None}
+    spec_keys = {"window", "hidden"} | ({"gate"} if kind == "hybrid" else set())
+    opt_keys = {"epochs", "lr", "seed", "val_fraction", "patience", "threads"}
+    spec = replace(spec, **{k: given[k] for k in spec_keys if k in given})
+    opts = replace(opts, **{k: given[k] for k in opt_keys if k in given})
+    return spec, opts
+
+
 def _train_anomaly(args: argparse.Namespace) -> int:
     from flinkai.anomaly.errors import AnomalyError
-    from flinkai.anomaly.spec import ModelKind, ModelSpec, anomaly_models_dir
-    from flinkai.anomaly.train import TrainOptions, train_model
+    from flinkai.anomaly.spec import ModelKind, anomaly_models_dir
+    from flinkai.anomaly.train import train_model
     from flinkai.bench.anomaly import default_data_dir
 
     data = Path(args.data) if args.data else default_data_dir()
@@ -264,23 +281,12 @@ def _train_anomaly(args: argparse.Namespace) -> int:
     kinds: tuple[ModelKind, ...] = ("hybrid", "lstm") if args.kind == "both" else (args.kind,)
     for kind in kinds:
         try:
+            spec, opts = _anomaly_settings(kind, args)
             result = train_model(
-                ModelSpec(
-                    kind=kind,
-                    window=args.window,
-                    hidden=args.hidden,
-                    gate=args.gate and kind == "hybrid",
-                ),
+                spec,
                 data,
                 parent / kind,
-                TrainOptions(
-                    epochs=args.epochs,
-                    lr=args.lr,
-                    seed=args.seed,
-                    threads=args.threads,
-                    val_fraction=args.val_fraction,
-                    patience=args.patience,
-                ),
+                opts,
                 progress=lambda line: print(line, flush=True),
             )
         except AnomalyError as e:
