@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from flinkai.bench.shared.suite import EntryOutput, SuiteEntry
 from flinkai.llm.prefix import Decoder, PrefixCache, PrefixCompletion
 from flinkai.state import (
     CodecConfig,
@@ -55,7 +56,7 @@ from flinkai.state import (
 )
 from flinkai.state.bench import measure_kafka_batch, measure_kafka_throughput
 
-__all__ = ["MODES", "PROFILES", "Profile", "register", "run_kvcache_bench"]
+__all__ = ["MODES", "PROFILES", "Profile", "register", "run_kvcache_bench", "suite_entry"]
 
 #: Serving order for each prompt. The cold worker goes before the warm one: the warm
 #: store publishes the prompt's own blocks, which the cold worker would then find.
@@ -442,3 +443,75 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.set_defaults(handler=_handle)
+
+
+# -- in ``flinkai bench suite`` ---------------------------------------------------------
+
+#: The suite's cells per profile (size = the longest prompt): quick keeps one length at
+#: 0 % and 90 % share, so it adds about a minute on a quiet 2-core machine.
+SUITE_PROFILES = {
+    256: Profile(((256, 0.0), (256, 0.9)), 1, (16,)),
+    1024: Profile(_grid((256, 512, 1024), (0.0, 0.9)), 2, (1, 16)),
+    2048: Profile(_grid((256, 512, 1024, 2048), SHARES), 3, (1, 16, 48)),
+}
+
+
+def _suite_run(size: int | None) -> EntryOutput:
+    from flinkai.config import load_config
+    from flinkai.functions.llm import load_prompt_model
+    from flinkai.kafka.broker import LocalKafka
+    from flinkai.local.process import free_port
+
+    profile = SUITE_PROFILES[size or max(SUITE_PROFILES)]
+    config = load_config()
+    decoder = load_prompt_model(config).decoder
+    with (
+        tempfile.TemporaryDirectory(prefix="flinkai-bench-kv-") as work,
+        LocalKafka(Path(work) / "kafka", port=free_port()) as broker,
+    ):
+        rows = run_kvcache_bench(
+            decoder, profile, bootstrap=broker.bootstrap, block_tokens=config.llm.block_tokens
+        )
+        throughput = _store_throughput(broker.bootstrap, profile, config.llm.block_tokens)
+    base = {(r["length"], r["share"]): r["ttft_p50_ms"] for r in rows if r["mode"] == "none"}
+    ttft = [
+        {
+            "cell": f"{r['length']} tok, {r['share']:.0%} shared, {r['mode']}",
+            "ttft_p50_ms": r["ttft_p50_ms"],
+            "ttft_p99_ms": r["ttft_p99_ms"],
+            "x_no_cache_p50": r["ttft_p50_ms"] / base[(r["length"], r["share"])],
+            "cached_tokens": r["cached_tokens_mean"],
+            "restore_p50_ms": r["restore_p50_ms"],
+            "prefill_p50_ms": r["prefill_p50_ms"],
+            "max_rss_mb": r["rss_max_mb"],
+        }
+        for r in rows
+    ]
+    store = [
+        {
+            "call": t["call"],
+            "snapshot": f"{t['mb']} MB" if t["call"] == "put" else f"{t['snapshots']} blocks",
+            "codec": t["codec"],
+            "put_mb_s": t["put_mb_s"],
+            "get_cold_mb_s": t["get_cold_mb_s"],
+            "get_cached_mb_s": t["get_cached_mb_s"],
+        }
+        for t in throughput
+    ]
+    notes = [
+        f"SmolLM2-135M ONNX decoder on CPU ({decoder.model_version}), {profile.prompts} timed "
+        "prompt(s) per cell and mode, modes interleaved; TTFT = lookup + restore + prefill + "
+        "first token. The cold worker opens a new store per prompt (open time not in TTFT).",
+        "GPU: n/a (no GPU): the decoder runs on ONNX Runtime CPU.",
+    ]
+    return EntryOutput({"TTFT by mode": ttft, "store MB/s": store}, notes)
+
+
+suite_entry = SuiteEntry(
+    name="kvcache",
+    description="LLM prefix reuse: TTFT with no cache, in-process, Kafka warm and Kafka cold "
+    "worker; the snapshot store's put/get MB/s.",
+    sizes={"quick": 256, "default": 1024, "full": 2048},
+    run=_suite_run,
+    chart=("cell", "ttft_p50_ms"),
+)

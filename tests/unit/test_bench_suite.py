@@ -77,11 +77,11 @@ def test_embed_and_planners_are_in_the_suite() -> None:
     assert embed.size("full") is None
 
 
-def test_drift_recovery_and_anomaly_are_in_the_suite_with_small_quick_sizes() -> None:
+def test_every_benchmark_is_in_the_suite_with_small_quick_sizes() -> None:
     entries, _ = collect_entries()
     by_name = {e.name: e for e in entries}
-    assert {"embed", "drift", "recovery", "anomaly", "plan"} <= set(by_name)
-    for name in ("drift", "recovery", "anomaly"):
+    assert {"embed", "drift", "recovery", "anomaly", "kvcache", "rag", "plan"} <= set(by_name)
+    for name in ("drift", "recovery", "anomaly", "kvcache", "rag"):
         entry = by_name[name]
         assert set(entry.sizes) == {"quick", "default", "full"}
         quick, default = entry.size("quick"), entry.size("default")
@@ -138,3 +138,12 @@ def test_anomaly_entry_on_two_real_nab_series() -> None:
         value = rows[name]["NAB standard"]
         assert isinstance(value, float) or value.startswith("n/a (")
     assert "2 NAB series" in output.notes[0]
+
+
+def test_kvcache_has_cells_for_every_profile_size() -> None:
+    from flinkai.bench.kvcache import SUITE_PROFILES, suite_entry
+
+    for size in suite_entry.sizes.values():
+        profile = SUITE_PROFILES[size or max(SUITE_PROFILES)]
+        assert max(length for length, _ in profile.cells) == (size or max(SUITE_PROFILES))
+        assert {0.0, 0.9} <= {share for _, share in profile.cells}
