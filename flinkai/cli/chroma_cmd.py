@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from types import FrameType
 
+from flinkai.cli.local_server_cmd import Terminated, on_sigterm, run_foreground, stop_server
 from flinkai.config import RagConfig, load_config
 from flinkai.rag.server import ChromaServer
 
@@ -67,18 +67,10 @@ def _server(args: argparse.Namespace, config: RagConfig) -> ChromaServer:
     )
 
 
-class _Terminated(BaseException):
-    """SIGTERM arrived during ``flinkai chroma start`` (a BaseException, like Ctrl-C)."""
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise _Terminated
-
-
 def _start(args: argparse.Namespace) -> int:
     # From the first moment: a SIGTERM while starting must still stop the server we
     # launched (ChromaServer.start cleans up on any exception), never orphan it.
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         config = load_config(args.config).rag
         server = _server(args, config)
@@ -95,38 +87,16 @@ def _start(args: argparse.Namespace) -> int:
         if not args.foreground:
             print("running in the background; stop it with `flinkai chroma stop`", file=sys.stderr)
             return 0
-        return _run_foreground(server)
-    except _Terminated:
+        return run_foreground(server)
+    except Terminated:
         print("flinkai: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _run_foreground(server: ChromaServer) -> int:
-    try:
-        code = server.wait()
-    except (KeyboardInterrupt, _Terminated):
-        print("stopping the Chroma server ...", file=sys.stderr)
-        server.stop()
-        return 0
-    server.stop()  # clears the pid and port files
-    if code in (0, 128 + signal.SIGTERM, -signal.SIGTERM):
-        print("the Chroma server was stopped", file=sys.stderr)
-        return 0
-    print(f"flinkai: error: the Chroma server exited with code {code}", file=sys.stderr)
-    print(server.log_tail(), file=sys.stderr)
-    return 1
-
-
 def _stop(args: argparse.Namespace) -> int:
-    server = _server(args, load_config(args.config).rag)
-    pid = server.status().pid
-    if server.stop(timeout_s=args.timeout):
-        print(f"stopped the Chroma server (pid {pid}) of {server.data_dir}", file=sys.stderr)
-    else:
-        print(f"no Chroma server running for {server.data_dir}", file=sys.stderr)
-    return 0
+    return stop_server(_server(args, load_config(args.config).rag), args.timeout)
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -11,8 +11,8 @@ import argparse
 import logging
 import signal
 import sys
-from types import FrameType
 
+from flinkai.cli.local_server_cmd import Terminated, on_sigterm, run_foreground, stop_server
 from flinkai.config import KafkaConfig, load_config
 from flinkai.kafka.broker import LocalKafka
 
@@ -81,10 +81,10 @@ def _quiet_client_logs(args: argparse.Namespace) -> None:
 def _start(args: argparse.Namespace) -> int:
     # From the first moment: a SIGTERM during start-up must still stop the JVM we
     # launched (LocalKafka.start cleans up on any exception), never orphan it.
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         return _start_broker(args)
-    except _Terminated:
+    except Terminated:
         print("flinkai: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
     finally:
@@ -108,46 +108,11 @@ def _start_broker(args: argparse.Namespace) -> int:
     if not args.foreground:
         print("running in the background; stop it with `flinkai kafka stop`", file=sys.stderr)
         return 0
-    return _run_foreground(kafka)
-
-
-class _Terminated(BaseException):
-    """SIGTERM arrived during ``flinkai kafka start``.
-
-    A BaseException, like KeyboardInterrupt, so that no ``except Exception`` in a
-    client library on the way swallows it.
-    """
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise _Terminated
-
-
-def _run_foreground(kafka: LocalKafka) -> int:
-    try:
-        code = kafka.wait()
-    except (KeyboardInterrupt, _Terminated):
-        print("stopping the Kafka broker ...", file=sys.stderr)
-        kafka.stop()
-        return 0
-    # It exited on its own: stopped from elsewhere (code 0 or SIGTERM's 143) or crashed.
-    kafka.stop()  # clears the pid and port files
-    if code in (0, 128 + signal.SIGTERM, -signal.SIGTERM):
-        print("the Kafka broker was stopped", file=sys.stderr)
-        return 0
-    print(f"flinkai: error: the Kafka broker exited with code {code}", file=sys.stderr)
-    print(kafka.log_tail(), file=sys.stderr)
-    return 1
+    return run_foreground(kafka)
 
 
 def _stop(args: argparse.Namespace) -> int:
-    kafka = _broker(args, load_config(args.config).kafka)
-    pid = kafka.status().pid
-    if kafka.stop(timeout_s=args.timeout):
-        print(f"stopped the Kafka broker (pid {pid}) of {kafka.data_dir}", file=sys.stderr)
-    else:
-        print(f"no Kafka broker running for {kafka.data_dir}", file=sys.stderr)
-    return 0
+    return stop_server(_broker(args, load_config(args.config).kafka), args.timeout)
 
 
 def _status(args: argparse.Namespace) -> int:

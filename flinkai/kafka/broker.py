@@ -25,20 +25,19 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from flinkai.config import KafkaConfig
 from flinkai.errors import SetupError
 from flinkai.kafka.admin import describe_cluster
 from flinkai.kafka.errors import BrokerUnavailableError
-from flinkai.local.process import free_port, pid_alive, port_in_use, read_int_file, tail, tcp_open
+from flinkai.local.process import free_port, port_in_use, tail, tcp_open
+from flinkai.local.server import LocalServer
 from flinkai.paths import cache_root, jars_dir
 
 __all__ = [
@@ -175,13 +174,15 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\")
 
 
-class LocalKafka:
+class LocalKafka(LocalServer):
     """A single-node KRaft Kafka broker running as a child JVM.
 
     Use it as a context manager, or call :meth:`start` and :meth:`stop`. The broker
     keeps running after the Python process that started it exits (that is how
     ``flinkai kafka start`` works); any :class:`LocalKafka` for the same data dir
-    can then report on it or stop it.
+    can then report on it or stop it. :meth:`kill` (from :class:`LocalServer`) gives
+    it no chance to shut down cleanly: open transactions stay open in its logs and
+    the next :meth:`start` recovers them.
 
     Example:
         >>> with LocalKafka(tmp_path, port=free_port()) as kafka:  # doctest: +SKIP
@@ -205,6 +206,12 @@ class LocalKafka:
         secure: Serve clients on a SASL_SSL listener instead of plain text.
     """
 
+    what = "Kafka broker"
+    state_stem = "broker"
+    command = "kafka"
+    error = SetupError
+    stop_timeout_s = 30.0
+
     def __init__(
         self,
         data_dir: str | Path | None = None,
@@ -221,10 +228,7 @@ class LocalKafka:
         properties: Mapping[str, str] | None = None,
         secure: SecureListener | None = None,
     ) -> None:
-        # Absolute: the pid check matches this path against the broker's command line.
-        self.data_dir = Path(data_dir or default_data_dir()).expanduser().resolve()
-        self.host = host
-        self.port = port or free_port(host)
+        super().__init__(Path(data_dir or default_data_dir()), host, port or free_port(host))
         self._controller_port = controller_port
         self.auto_create_topics = auto_create_topics
         self.heap = heap
@@ -236,7 +240,6 @@ class LocalKafka:
         self.secure = secure
         #: Plain-text replication listener of a secured broker (see SecureListener).
         self.internal_port = free_port(host) if secure else None
-        self._proc: subprocess.Popen[bytes] | None = None
         #: Seconds the last successful :meth:`start` took from launch to ready.
         self.start_seconds: float | None = None
 
@@ -285,30 +288,10 @@ class LocalKafka:
         return self.data_dir / "broker.out"
 
     @property
-    def _pid_file(self) -> Path:
-        return self.data_dir / "broker.pid"
-
-    @property
-    def _port_file(self) -> Path:
-        return self.data_dir / "broker.port"
-
-    @property
     def _log4j_file(self) -> Path:
         return self.data_dir / "log4j2.properties"
 
     # -- lifecycle -------------------------------------------------------------
-
-    def __enter__(self) -> LocalKafka:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> str:
         """Format the data dir if new, launch the broker and wait until it serves requests.
@@ -321,15 +304,7 @@ class LocalKafka:
                 data dir already running, or the broker died or was not ready within
                 ``start_timeout_s`` (the message carries the end of its log).
         """
-        running = self._running_pid()
-        if running is not None:
-            port = read_int_file(self._port_file)
-            where = f" at {self.host}:{port}" if port else ""
-            raise SetupError(
-                f"a Kafka broker for {self.data_dir} is already running (pid {running}{where}); "
-                "stop it first with `flinkai kafka stop`"
-            )
-        self._remove_state_files()
+        self._check_not_running()
         java = self._find_java()
         self._check_jars()
         controller_port = self._pick_controller_port()
@@ -375,8 +350,7 @@ class LocalKafka:
                 start_new_session=True,
             )
         try:
-            self._pid_file.write_text(f"{self._proc.pid}\n")
-            self._port_file.write_text(f"{self.port}\n")
+            self._record(self._proc.pid)
             self._wait_ready(began + self.start_timeout_s)
         except BaseException:
             self._terminate(self._proc.pid, grace_s=5.0)
@@ -386,62 +360,12 @@ class LocalKafka:
         log.info("Kafka broker ready on %s after %.1fs", self.bootstrap, self.start_seconds)
         return self.bootstrap
 
-    def stop(self, timeout_s: float = 30.0) -> bool:
-        """Stop the broker of this data dir: SIGTERM, then SIGKILL after ``timeout_s``.
-
-        Works on a broker started by another process, through the pid file.
-
-        Returns:
-            True if a broker was running and is now gone, False if none was running.
-        """
-        pid = self._running_pid()
-        if pid is None:
-            self._remove_state_files()
-            return False
-        log.info("stopping Kafka broker (pid %d)", pid)
-        self._terminate(pid, grace_s=timeout_s)
-        self._remove_state_files()
-        return True
-
-    def kill(self, timeout_s: float = 10.0) -> int:
-        """SIGKILL the broker of this data dir, as a crash would, and wait until it is gone.
-
-        Unlike :meth:`stop`, the broker gets no chance to shut down cleanly: open
-        transactions stay open in its logs and the next :meth:`start` recovers them.
-
-        Returns:
-            The pid that was killed.
-
-        Raises:
-            SetupError: No broker for this data dir is running, or it survived SIGKILL.
-        """
-        pid = self._running_pid()
-        if pid is None:
-            raise SetupError(f"no Kafka broker for {self.data_dir} is running")
-        log.info("killing Kafka broker (pid %d) with SIGKILL", pid)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        if not self._wait_gone(pid, timeout_s):
-            raise SetupError(f"the Kafka broker (pid {pid}) survived SIGKILL")
-        self._remove_state_files()
-        return pid
-
-    def wait(self) -> int:
-        """Block until the broker this object started exits; its exit code.
-
-        Raises:
-            SetupError: This object did not start a broker.
-        """
-        if self._proc is None:
-            raise SetupError("this LocalKafka did not start a broker, so it cannot wait on one")
-        return self._proc.wait()
-
     def status(self) -> BrokerStatus:
         """Whether a broker for this data dir runs, its pid and port, and if it listens."""
-        pid = self._running_pid()
+        pid = self.running_pid()
         if pid is None:
             return BrokerStatus(running=False, data_dir=self.data_dir, host=self.host)
-        port = read_int_file(self._port_file)
+        port = self._recorded_port()
         return BrokerStatus(
             running=True,
             data_dir=self.data_dir,
@@ -648,48 +572,5 @@ class LocalKafka:
                     return
             time.sleep(0.1)
 
-    def _terminate(self, pid: int, grace_s: float) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        if self._wait_gone(pid, grace_s):
-            return
-        log.warning("Kafka broker (pid %d) ignored SIGTERM for %.0fs; killing it", pid, grace_s)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        if not self._wait_gone(pid, 10.0):
-            raise SetupError(f"the Kafka broker (pid {pid}) survived SIGKILL")
-
-    def _wait_gone(self, pid: int, timeout_s: float) -> bool:
-        if self._proc is not None and self._proc.pid == pid:
-            try:
-                self._proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                return False
-            return True
-        deadline = time.monotonic() + timeout_s
-        while pid_alive(pid):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.1)
-        return True
-
-    def _running_pid(self) -> int | None:
-        """The pid of a live broker for this data dir, or None."""
-        if self._proc is not None and self._proc.poll() is None:
-            return self._proc.pid
-        pid = read_int_file(self._pid_file)
-        if pid is None or not pid_alive(pid):
-            return None
-        if not Path("/proc/self").is_dir():
-            # No /proc (not Linux): the pid file and a live pid are all we can check.
-            return pid
-        try:
-            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            return None
-        ours = b"kafka.Kafka" in args and os.fsencode(str(self.properties_file)) in args
-        return pid if ours else None
-
-    def _remove_state_files(self) -> None:
-        for path in (self._pid_file, self._port_file):
-            path.unlink(missing_ok=True)
+    def _owns(self, cmdline: list[bytes]) -> bool:
+        return b"kafka.Kafka" in cmdline and os.fsencode(str(self.properties_file)) in cmdline

@@ -4,7 +4,9 @@
 own session, readiness waits, log tails, and stops that signal only what this
 process started, by PID. The Kafka broker (:mod:`flinkai.kafka.broker`), the Flink
 cluster (:mod:`flinkai.runtime.cluster`) and the Triton server
-(:mod:`flinkai.serve.triton_server`) are built on it.
+(:mod:`flinkai.serve.triton_server`) are built on it. :mod:`.server` adds the
+lifecycle of a server that outlives its starter (pid and port files, stop, kill,
+wait), shared by the Kafka broker and the Chroma server (:mod:`flinkai.rag.server`).
 """
 
 from flinkai.local.process import (

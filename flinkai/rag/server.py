@@ -16,20 +16,17 @@ its command line names this data dir, so a recycled pid is never signalled.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from flinkai.config import RagConfig
 from flinkai.errors import SetupError
@@ -37,15 +34,14 @@ from flinkai.local.process import (
     LOOPBACK,
     free_port,
     kill_stragglers,
-    pid_alive,
     port_in_use,
-    read_int_file,
     signal_group,
     spawn,
     tail,
     tcp_open,
     wait_until,
 )
+from flinkai.local.server import LocalServer
 from flinkai.paths import cache_root
 
 __all__ = ["ChromaServer", "ChromaStatus", "default_data_dir", "heartbeat"]
@@ -99,7 +95,7 @@ class ChromaStatus:
         return f"http://{self.host}:{self.port}" if self.running and self.port else None
 
 
-class ChromaServer:
+class ChromaServer(LocalServer):
     """A Chroma server running as a child process, its data in ``data_dir``.
 
     Use it as a context manager, or call :meth:`start` and :meth:`stop`. The server
@@ -116,6 +112,12 @@ class ChromaServer:
             then PATH.
     """
 
+    what = "Chroma server"
+    state_stem = "chroma"
+    command = "chroma"
+    error = SetupError
+    stop_timeout_s = 15.0
+
     def __init__(
         self,
         data_dir: str | Path | None = None,
@@ -125,13 +127,9 @@ class ChromaServer:
         start_timeout_s: float = 60.0,
         executable: str | None = None,
     ) -> None:
-        # Absolute: the pid check matches it against the server's command line.
-        self.data_dir = Path(data_dir or default_data_dir()).expanduser().resolve()
-        self.host = host
-        self.port = port or free_port(host)
+        super().__init__(Path(data_dir or default_data_dir()), host, port or free_port(host))
         self.start_timeout_s = start_timeout_s
         self._executable = executable
-        self._proc: subprocess.Popen[bytes] | None = None
         #: Seconds the last successful :meth:`start` took from launch to heartbeat.
         self.start_seconds: float | None = None
 
@@ -166,33 +164,11 @@ class ChromaServer:
         """The server's stdout and stderr."""
         return self.data_dir / "chroma.log"
 
-    @property
-    def _pid_file(self) -> Path:
-        return self.data_dir / "chroma.pid"
-
-    @property
-    def _port_file(self) -> Path:
-        return self.data_dir / "chroma.port"
-
     def config(self, base: RagConfig | None = None) -> RagConfig:
         """``base`` (default: defaults) pointed at this server."""
         from dataclasses import replace
 
         return replace(base or RagConfig(), host=self.host, port=self.port)
-
-    # -- lifecycle -------------------------------------------------------------
-
-    def __enter__(self) -> ChromaServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> str:
         """Launch the server and wait until it answers its heartbeat.
@@ -205,15 +181,7 @@ class ChromaServer:
                 data dir already running, or it exited or stayed silent for
                 ``start_timeout_s`` (the message carries the end of its log).
         """
-        running = self._running_pid()
-        if running is not None:
-            port = read_int_file(self._port_file)
-            where = f" at http://{self.host}:{port}" if port else ""
-            raise SetupError(
-                f"a Chroma server for {self.data_dir} is already running (pid {running}{where}); "
-                "stop it first with `flinkai chroma stop`"
-            )
-        self._remove_state_files()
+        self._check_not_running()
         exe = self._find_executable()
         if port_in_use(self.port, self.host):
             raise SetupError(
@@ -239,8 +207,7 @@ class ChromaServer:
         self._proc = spawn(argv, self.log_file, cwd=self.data_dir, env=env)
         proc = self._proc
         try:
-            self._pid_file.write_text(f"{proc.pid}\n")
-            self._port_file.write_text(f"{self.port}\n")
+            self._record(proc.pid)
             ready = wait_until(
                 lambda: heartbeat(self.host, self.port, timeout_s=1.0),
                 self.start_timeout_s,
@@ -264,56 +231,12 @@ class ChromaServer:
         log.info("Chroma ready on %s after %.1fs", self.url, self.start_seconds)
         return self.url
 
-    def stop(self, timeout_s: float = 15.0) -> bool:
-        """SIGTERM the server of this data dir, SIGKILL after ``timeout_s``.
-
-        Returns:
-            True if a server was running and is now gone, False if none was.
-        """
-        pid = self._running_pid()
-        if pid is None:
-            self._remove_state_files()
-            return False
-        log.info("stopping Chroma (pid %d)", pid)
-        self._terminate(pid, grace_s=timeout_s)
-        self._remove_state_files()
-        return True
-
-    def kill(self, timeout_s: float = 10.0) -> int:
-        """SIGKILL the server, as a crash would, and wait until it is gone.
-
-        Returns:
-            The pid that was killed.
-
-        Raises:
-            SetupError: None is running, or it survived SIGKILL.
-        """
-        pid = self._running_pid()
-        if pid is None:
-            raise SetupError(f"no Chroma server for {self.data_dir} is running")
-        log.info("killing Chroma (pid %d) with SIGKILL", pid)
-        signal_group(pid, signal.SIGKILL)
-        if not self._wait_gone(pid, timeout_s):
-            raise SetupError(f"the Chroma server (pid {pid}) survived SIGKILL")
-        self._remove_state_files()
-        return pid
-
-    def wait(self) -> int:
-        """Block until the server this object started exits; its exit code.
-
-        Raises:
-            SetupError: This object did not start a server.
-        """
-        if self._proc is None:
-            raise SetupError("this ChromaServer did not start a server, so it cannot wait on one")
-        return self._proc.wait()
-
     def status(self) -> ChromaStatus:
         """Whether a server for this data dir runs, its pid and port, and its heartbeat."""
-        pid = self._running_pid()
+        pid = self.running_pid()
         if pid is None:
             return ChromaStatus(running=False, data_dir=self.data_dir, host=self.host)
-        port = read_int_file(self._port_file)
+        port = self._recorded_port()
         healthy = port is not None and tcp_open(self.host, port) and heartbeat(self.host, port)
         return ChromaStatus(
             running=True,
@@ -347,41 +270,16 @@ class ChromaServer:
             )
         return found
 
+    def _address(self, port: int) -> str:
+        return f"http://{self.host}:{port}"
+
+    def _signal(self, pid: int, sig: signal.Signals) -> None:
+        # The whole group: the server's own children go with it.
+        signal_group(pid, sig)
+
     def _terminate(self, pid: int, grace_s: float) -> None:
-        signal_group(pid, signal.SIGTERM)
-        if not self._wait_gone(pid, grace_s):
-            log.warning("Chroma (pid %d) ignored SIGTERM for %.0fs; killing it", pid, grace_s)
-            signal_group(pid, signal.SIGKILL)
-            if not self._wait_gone(pid, 10.0):
-                raise SetupError(f"the Chroma server (pid {pid}) survived SIGKILL")
+        super()._terminate(pid, grace_s)
         kill_stragglers(pid)
 
-    def _wait_gone(self, pid: int, timeout_s: float) -> bool:
-        if self._proc is not None and self._proc.pid == pid:
-            try:
-                self._proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                return False
-            return True
-        return wait_until(lambda: not pid_alive(pid), timeout_s, poll_s=0.1)
-
-    def _running_pid(self) -> int | None:
-        """The pid of a live server for this data dir, or None."""
-        if self._proc is not None and self._proc.poll() is None:
-            return self._proc.pid
-        pid = read_int_file(self._pid_file)
-        if pid is None or not pid_alive(pid):
-            return None
-        if not Path("/proc/self").is_dir():
-            return pid
-        try:
-            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            return None
-        ours = b"run" in args and os.fsencode(str(self.persist_dir)) in args
-        return pid if ours else None
-
-    def _remove_state_files(self) -> None:
-        for path in (self._pid_file, self._port_file):
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+    def _owns(self, cmdline: list[bytes]) -> bool:
+        return b"run" in cmdline and os.fsencode(str(self.persist_dir)) in cmdline
