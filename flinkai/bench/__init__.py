@@ -19,6 +19,7 @@ BENCHMARKS: tuple[str, ...] = (
     "flinkai.bench.recovery",
     "flinkai.bench.anomaly",
     "flinkai.bench.rag",
+    "flinkai.bench.rag_answer",
     "flinkai.bench.kvcache",
     "flinkai.bench.llm",
     "flinkai.bench.suite",

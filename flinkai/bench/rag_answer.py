@@ -8,7 +8,7 @@ prefill cold, as for a question that shares no block with an earlier one), after
 untimed warm-up call. Figures are reported, never asserted; the load average is
 recorded because the machine is shared.
 
-    python -m flinkai.bench.rag_answer --json benchmarks/results/<date>/rag-answer-cost.json
+    flinkai bench rag-answer --json benchmarks/results/<date>/rag-answer-cost.json
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from flinkai.config import load_config
 from flinkai.functions.llm import LlmCompleteFunction, load_prompt_model
 from flinkai.functions.rag_answer import Passage, RagAnswerFunction
 
-__all__ = ["run_rag_answer_cost"]
+__all__ = ["register", "run_rag_answer_cost"]
 
 
 def run_rag_answer_cost(
@@ -80,12 +80,7 @@ def run_rag_answer_cost(
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--json", type=Path, help="write the result here")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--max-new-tokens", type=int, default=32)
-    args = parser.parse_args(argv)
+def _handle(args: argparse.Namespace) -> int:
     result = run_rag_answer_cost(repeats=args.repeats, max_new_tokens=args.max_new_tokens)
     text = json.dumps(result, indent=2)
     if args.json:
@@ -95,5 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def register(subparsers: Any) -> None:
+    """Add ``flinkai bench rag-answer``."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "rag-answer",
+        help="cost of one rag_answer question: prompt tokens, TTFT, total (k = 2, 5)",
+        description=__doc__.split("\n")[0] if __doc__ else None,
+    )
+    parser.add_argument("--json", type=Path, help="write the result here")
+    parser.add_argument("--repeats", type=int, default=3, help="timed questions per k (3)")
+    parser.add_argument("--max-new-tokens", type=int, default=32, help="tokens per answer (32)")
+    parser.set_defaults(handler=_handle)
