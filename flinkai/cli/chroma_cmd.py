@@ -11,14 +11,18 @@ import argparse
 import signal
 import sys
 
-from flinkai.cli.local_server_cmd import Terminated, on_sigterm, run_foreground, stop_server
+from flinkai.cli.local_server_cmd import (
+    EXIT_NOT_RUNNING,
+    Terminated,
+    add_lifecycle_actions,
+    on_sigterm,
+    run_foreground,
+    stop_server,
+)
 from flinkai.config import RagConfig, load_config
 from flinkai.rag.server import ChromaServer
 
 __all__ = ["EXIT_NOT_RUNNING", "register"]
-
-#: ``status`` exit code when no server runs (the LSB convention for "not running").
-EXIT_NOT_RUNNING = 3
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,35 +33,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Run a real Chroma server on 127.0.0.1 with its own data dir.",
     )
     group = p.add_subparsers(dest="chroma_command", metavar="ACTION", required=True)
-
-    start = group.add_parser("start", help="start the server; prints its URL")
-    start.add_argument("--port", type=int, help="HTTP port; 0 picks a free one (default: rag.port)")
-    _data_dir_arg(start)
-    start.add_argument(
-        "--foreground", action="store_true", help="stay attached; Ctrl-C or SIGTERM stops it"
-    )
-    start.set_defaults(handler=_start)
-
-    stop = group.add_parser("stop", help="stop the server of the data dir")
-    _data_dir_arg(stop)
-    stop.add_argument(
-        "--timeout", type=float, default=15.0, help="seconds before SIGKILL (default: 15)"
-    )
-    stop.set_defaults(handler=_stop)
-
-    status = group.add_parser(
-        "status",
-        help="show whether the server runs",
-        description=f"Exit status 0 when the server runs, {EXIT_NOT_RUNNING} when it does not.",
-    )
-    _data_dir_arg(status)
-    status.set_defaults(handler=_status)
-
-
-def _data_dir_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--data-dir",
-        help="server data dir (default: rag.local_data_dir, else $FLINKAI_HOME/chroma)",
+    add_lifecycle_actions(
+        group,
+        noun="server",
+        start_help="start the server; prints its URL",
+        port_help="HTTP port; 0 picks a free one (default: rag.port)",
+        data_dir_help="server data dir (default: rag.local_data_dir, else $FLINKAI_HOME/chroma)",
+        stop_timeout_s=15.0,
+        handlers=(_start, _stop, _status),
     )
 
 

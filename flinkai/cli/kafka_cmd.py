@@ -12,14 +12,18 @@ import logging
 import signal
 import sys
 
-from flinkai.cli.local_server_cmd import Terminated, on_sigterm, run_foreground, stop_server
+from flinkai.cli.local_server_cmd import (
+    EXIT_NOT_RUNNING,
+    Terminated,
+    add_lifecycle_actions,
+    on_sigterm,
+    run_foreground,
+    stop_server,
+)
 from flinkai.config import KafkaConfig, load_config
 from flinkai.kafka.broker import LocalKafka
 
 __all__ = ["EXIT_NOT_RUNNING", "register"]
-
-#: ``status`` exit code when no broker runs (the LSB convention for "not running").
-EXIT_NOT_RUNNING = 3
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,39 +34,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Run a real single-node Kafka broker on 127.0.0.1 (KRaft mode).",
     )
     group = p.add_subparsers(dest="kafka_command", metavar="ACTION", required=True)
-
-    start = group.add_parser("start", help="start the broker; prints its bootstrap address")
-    start.add_argument(
-        "--port", type=int, help="client port; 0 picks a free one (default: kafka.local_port)"
-    )
-    _data_dir_arg(start)
-    start.add_argument(
-        "--foreground",
-        action="store_true",
-        help="stay attached; Ctrl-C or SIGTERM stops the broker",
-    )
-    start.set_defaults(handler=_start)
-
-    stop = group.add_parser("stop", help="stop the broker of the data dir")
-    _data_dir_arg(stop)
-    stop.add_argument(
-        "--timeout", type=float, default=30.0, help="seconds before SIGKILL (default: 30)"
-    )
-    stop.set_defaults(handler=_stop)
-
-    status = group.add_parser(
-        "status",
-        help="show whether the broker runs",
-        description=f"Exit status 0 when the broker runs, {EXIT_NOT_RUNNING} when it does not.",
-    )
-    _data_dir_arg(status)
-    status.set_defaults(handler=_status)
-
-
-def _data_dir_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--data-dir",
-        help="broker data dir (default: kafka.local_data_dir, else $FLINKAI_HOME/kafka)",
+    add_lifecycle_actions(
+        group,
+        noun="broker",
+        start_help="start the broker; prints its bootstrap address",
+        port_help="client port; 0 picks a free one (default: kafka.local_port)",
+        data_dir_help="broker data dir (default: kafka.local_data_dir, else $FLINKAI_HOME/kafka)",
+        stop_timeout_s=30.0,
+        handlers=(_start, _stop, _status),
     )
 
 

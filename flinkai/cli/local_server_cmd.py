@@ -1,18 +1,32 @@
-"""What ``flinkai kafka`` and ``flinkai chroma`` share: SIGTERM during ``start``, the
-``--foreground`` wait, and ``stop``.
+"""What ``flinkai kafka`` and ``flinkai chroma`` share: the ``start|stop|status``
+actions, SIGTERM during ``start``, the ``--foreground`` wait, and ``stop``.
 
 Messages name the server by :attr:`LocalServer.what` ("the Kafka broker was stopped").
 """
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
+from collections.abc import Callable
 from types import FrameType
 
 from flinkai.local.server import LocalServer
 
-__all__ = ["Terminated", "on_sigterm", "run_foreground", "stop_server"]
+__all__ = [
+    "EXIT_NOT_RUNNING",
+    "Terminated",
+    "add_lifecycle_actions",
+    "on_sigterm",
+    "run_foreground",
+    "stop_server",
+]
+
+#: ``status`` exit code when no server runs (the LSB convention for "not running").
+EXIT_NOT_RUNNING = 3
+
+Handler = Callable[[argparse.Namespace], int]
 
 
 class Terminated(BaseException):
@@ -58,3 +72,54 @@ def stop_server(server: LocalServer, timeout_s: float) -> int:
     else:
         print(f"no {server.what} running for {server.data_dir}", file=sys.stderr)
     return 0
+
+
+def add_lifecycle_actions(
+    group: argparse._SubParsersAction[argparse.ArgumentParser],
+    *,
+    noun: str,
+    start_help: str,
+    port_help: str,
+    data_dir_help: str,
+    stop_timeout_s: float,
+    handlers: tuple[Handler, Handler, Handler],
+) -> None:
+    """The ``start`` / ``stop`` / ``status`` actions of a local server's command group.
+
+    Args:
+        group: The command group's subparsers.
+        noun: What the server is called in help texts ("broker", "server").
+        start_help: Help of ``start`` (what it prints).
+        port_help: Help of ``start --port``.
+        data_dir_help: Help of ``--data-dir`` (its default).
+        stop_timeout_s: Default of ``stop --timeout``.
+        handlers: The ``start``, ``stop`` and ``status`` handlers.
+    """
+    on_start, on_stop, on_status = handlers
+    start = group.add_parser("start", help=start_help)
+    start.add_argument("--port", type=int, help=port_help)
+    start.add_argument("--data-dir", help=data_dir_help)
+    start.add_argument(
+        "--foreground",
+        action="store_true",
+        help=f"stay attached; Ctrl-C or SIGTERM stops the {noun}",
+    )
+    start.set_defaults(handler=on_start)
+
+    stop = group.add_parser("stop", help=f"stop the {noun} of the data dir")
+    stop.add_argument("--data-dir", help=data_dir_help)
+    stop.add_argument(
+        "--timeout",
+        type=float,
+        default=stop_timeout_s,
+        help=f"seconds before SIGKILL (default: {stop_timeout_s:g})",
+    )
+    stop.set_defaults(handler=on_stop)
+
+    status = group.add_parser(
+        "status",
+        help=f"show whether the {noun} runs",
+        description=f"Exit status 0 when the {noun} runs, {EXIT_NOT_RUNNING} when it does not.",
+    )
+    status.add_argument("--data-dir", help=data_dir_help)
+    status.set_defaults(handler=on_status)
