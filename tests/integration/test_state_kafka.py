@@ -103,18 +103,29 @@ def test_a_snapshot_put_by_one_process_is_a_hit_in_another(kafka_broker: LocalKa
 
 
 def test_a_put_many_that_fails_while_encoding_is_aborted_not_left_open(
-    kafka_broker: LocalKafka,
+    kafka_broker: LocalKafka, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import flinkai.state.kafka as store_module
+
     topic = unique_topic("state-abort")
     config = KafkaStoreConfig(bootstrap=kafka_broker.bootstrap, topic=topic, request_timeout_s=10)
     good, bad = SnapshotKey("m", 0, prefix_hash([1])), SnapshotKey("m", 1, prefix_hash([1]))
     with KafkaSnapshotStore(config) as writer:
-        # put_many encodes inside the open transaction: the first snapshot is sent
-        # before the second fails to encode.
+        real_encode = store_module.encode
+
+        def flushing_encode(tensor: np.ndarray, *args: Any, **kwargs: Any) -> Any:
+            # put_many encodes inside the open transaction; make sure the first
+            # snapshot is on the broker before the second one fails to encode.
+            if tensor.dtype == object:
+                writer._producer.flush(timeout=10)
+            return real_encode(tensor, *args, **kwargs)
+
+        monkeypatch.setattr(store_module, "encode", flushing_encode)
         with pytest.raises(TypeError, match="dtype object"):
             writer.put_many(
                 [(good, kv(300)), (bad, np.array(["x"], dtype=object))], model_version="r1"
             )
+        monkeypatch.undo()
         # Evidence: the first snapshot's records reached the log, uncommitted.
         raw = consume_all(
             kafka_broker.bootstrap,
