@@ -11,14 +11,8 @@ import argparse
 import signal
 import sys
 
-from flinkai.cli.local_server_cmd import (
-    EXIT_NOT_RUNNING,
-    Terminated,
-    add_lifecycle_actions,
-    on_sigterm,
-    run_foreground,
-    stop_server,
-)
+from flinkai.cli import local_server_cmd as lifecycle
+from flinkai.cli.local_server_cmd import EXIT_NOT_RUNNING
 from flinkai.config import RagConfig, load_config
 from flinkai.rag.server import ChromaServer
 
@@ -27,14 +21,11 @@ __all__ = ["EXIT_NOT_RUNNING", "register"]
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``chroma`` command group to the top-level parser."""
-    p = sub.add_parser(
+    lifecycle.add_lifecycle_group(
+        sub,
         "chroma",
-        help="run a local Chroma vector store server",
+        group_help="run a local Chroma vector store server",
         description="Run a real Chroma server on 127.0.0.1 with its own data dir.",
-    )
-    group = p.add_subparsers(dest="chroma_command", metavar="ACTION", required=True)
-    add_lifecycle_actions(
-        group,
         noun="server",
         start_help="start the server; prints its URL",
         port_help="HTTP port; 0 picks a free one (default: rag.port)",
@@ -53,7 +44,7 @@ def _server(args: argparse.Namespace, config: RagConfig) -> ChromaServer:
 def _start(args: argparse.Namespace) -> int:
     # From the first moment: a SIGTERM while starting must still stop the server we
     # launched (ChromaServer.start cleans up on any exception), never orphan it.
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    previous = signal.signal(signal.SIGTERM, lifecycle.on_sigterm)
     try:
         config = load_config(args.config).rag
         server = _server(args, config)
@@ -70,8 +61,8 @@ def _start(args: argparse.Namespace) -> int:
         if not args.foreground:
             print("running in the background; stop it with `flinkai chroma stop`", file=sys.stderr)
             return 0
-        return run_foreground(server)
-    except Terminated:
+        return lifecycle.run_foreground(server)
+    except lifecycle.Terminated:
         print("flinkai: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
     finally:
@@ -79,7 +70,7 @@ def _start(args: argparse.Namespace) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    return stop_server(_server(args, load_config(args.config).rag), args.timeout)
+    return lifecycle.stop_server(_server(args, load_config(args.config).rag), args.timeout)
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -12,14 +12,8 @@ import logging
 import signal
 import sys
 
-from flinkai.cli.local_server_cmd import (
-    EXIT_NOT_RUNNING,
-    Terminated,
-    add_lifecycle_actions,
-    on_sigterm,
-    run_foreground,
-    stop_server,
-)
+from flinkai.cli import local_server_cmd as lifecycle
+from flinkai.cli.local_server_cmd import EXIT_NOT_RUNNING
 from flinkai.config import KafkaConfig, load_config
 from flinkai.kafka.broker import LocalKafka
 
@@ -28,14 +22,11 @@ __all__ = ["EXIT_NOT_RUNNING", "register"]
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``kafka`` command group to the top-level parser."""
-    p = sub.add_parser(
+    lifecycle.add_lifecycle_group(
+        sub,
         "kafka",
-        help="run a local single-node Kafka broker (KRaft)",
+        group_help="run a local single-node Kafka broker (KRaft)",
         description="Run a real single-node Kafka broker on 127.0.0.1 (KRaft mode).",
-    )
-    group = p.add_subparsers(dest="kafka_command", metavar="ACTION", required=True)
-    add_lifecycle_actions(
-        group,
         noun="broker",
         start_help="start the broker; prints its bootstrap address",
         port_help="client port; 0 picks a free one (default: kafka.local_port)",
@@ -60,10 +51,10 @@ def _quiet_client_logs(args: argparse.Namespace) -> None:
 def _start(args: argparse.Namespace) -> int:
     # From the first moment: a SIGTERM during start-up must still stop the JVM we
     # launched (LocalKafka.start cleans up on any exception), never orphan it.
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    previous = signal.signal(signal.SIGTERM, lifecycle.on_sigterm)
     try:
         return _start_broker(args)
-    except Terminated:
+    except lifecycle.Terminated:
         print("flinkai: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
     finally:
@@ -87,11 +78,11 @@ def _start_broker(args: argparse.Namespace) -> int:
     if not args.foreground:
         print("running in the background; stop it with `flinkai kafka stop`", file=sys.stderr)
         return 0
-    return run_foreground(kafka)
+    return lifecycle.run_foreground(kafka)
 
 
 def _stop(args: argparse.Namespace) -> int:
-    return stop_server(_broker(args, load_config(args.config).kafka), args.timeout)
+    return lifecycle.stop_server(_broker(args, load_config(args.config).kafka), args.timeout)
 
 
 def _status(args: argparse.Namespace) -> int:

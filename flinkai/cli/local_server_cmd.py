@@ -17,7 +17,7 @@ from flinkai.local.server import LocalServer
 __all__ = [
     "EXIT_NOT_RUNNING",
     "Terminated",
-    "add_lifecycle_actions",
+    "add_lifecycle_group",
     "on_sigterm",
     "run_foreground",
     "stop_server",
@@ -74,9 +74,12 @@ def stop_server(server: LocalServer, timeout_s: float) -> int:
     return 0
 
 
-def add_lifecycle_actions(
-    group: argparse._SubParsersAction[argparse.ArgumentParser],
+def add_lifecycle_group(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
     *,
+    group_help: str,
+    description: str,
     noun: str,
     start_help: str,
     port_help: str,
@@ -84,10 +87,13 @@ def add_lifecycle_actions(
     stop_timeout_s: float,
     handlers: tuple[Handler, Handler, Handler],
 ) -> None:
-    """The ``start`` / ``stop`` / ``status`` actions of a local server's command group.
+    """A local server's command group ``flinkai NAME start|stop|status``.
 
     Args:
-        group: The command group's subparsers.
+        sub: The top-level parser's subparsers.
+        name: The group's name (``kafka``); its action lands in ``<name>_command``.
+        group_help: The group's help line.
+        description: The group's description.
         noun: What the server is called in help texts ("broker", "server").
         start_help: Help of ``start`` (what it prints).
         port_help: Help of ``start --port``.
@@ -96,6 +102,8 @@ def add_lifecycle_actions(
         handlers: The ``start``, ``stop`` and ``status`` handlers.
     """
     on_start, on_stop, on_status = handlers
+    p = sub.add_parser(name, help=group_help, description=description)
+    group = p.add_subparsers(dest=f"{name}_command", metavar="ACTION", required=True)
     start = group.add_parser("start", help=start_help)
     start.add_argument("--port", type=int, help=port_help)
     start.add_argument("--data-dir", help=data_dir_help)
