@@ -94,11 +94,14 @@ class TrainOptions:
             raise AnomalyModelError(f"bad training options: {self}")
 
 
+_SELECTED = TrainOptions(epochs=60, lr=1e-2, threads=1, val_fraction=0.2, patience=10)
+
 #: Each variant's default settings for ``flinkai model train-anomaly``: the ones
-#: :mod:`flinkai.anomaly.search` chose by validation loss (docs/anomaly.md has the table).
+#: :mod:`flinkai.anomaly.search` chose by validation loss (docs/anomaly.md has the
+#: table). One thread, as in the search, so the defaults rebuild its models exactly.
 DEFAULTS: dict[ModelKind, tuple[ModelSpec, TrainOptions]] = {
-    "hybrid": (ModelSpec(kind="hybrid"), TrainOptions()),
-    "lstm": (ModelSpec(kind="lstm"), TrainOptions()),
+    "hybrid": (ModelSpec(kind="hybrid", hidden=64, gate=True), _SELECTED),
+    "lstm": (ModelSpec(kind="lstm", hidden=128), _SELECTED),
 }
 
 
