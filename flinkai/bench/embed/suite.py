@@ -466,7 +466,7 @@ def run_embed_suite(
         f"a row is killed after {plan.row_timeout_s:.0f} s; the naive row's bundle is "
         f"{NAIVE_BUNDLE} rows (its UDF is row-at-a-time either way); bounded job rows run "
         "without restarts (a restored bounded Kafka source never finishes: FLINK-31006), so "
-        "a failover fails the row with its reason; raw ORT loop batch {RAW_BATCH}; Beam DirectRunner batch "
+        f"a failover fails the row with its reason; raw ORT loop batch {RAW_BATCH}; Beam DirectRunner batch "
         f"{BEAM_BATCH}, texts padded to one length. Latency: the job paced at half its "
         f"steady rate of the same repeat, {plan.latency_warmup_s:.0f} s paced warm-up, "
         f"{plan.latency_duration_s:.0f} s measured, at-least-once, bundle time 50 ms.",
