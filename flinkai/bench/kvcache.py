@@ -298,16 +298,24 @@ def granularity(
     return out
 
 
+def _x_no_cache(rows: list[dict[str, Any]]) -> list[float]:
+    """Each row's TTFT p50 over the no-cache row's at the same length and share."""
+    base = {(r["length"], r["share"]): r["ttft_p50_ms"] for r in rows if r["mode"] == "none"}
+    return [
+        r["ttft_p50_ms"] / base[(r["length"], r["share"])]
+        if (r["length"], r["share"]) in base
+        else float("nan")
+        for r in rows
+    ]
+
+
 def _table(rows: list[dict[str, Any]]) -> str:
-    base = {(r["length"], r["share"]): r for r in rows if r["mode"] == "none"}
     lines = [
         "| length | share | mode | TTFT p50 ms | TTFT p99 ms | x no-cache p50 | cached tok | "
         "restore p50 ms | prefill p50 ms | publish p50 ms | open ms | max RSS MB |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        b = base.get((r["length"], r["share"]))
-        ratio = r["ttft_p50_ms"] / b["ttft_p50_ms"] if b else float("nan")
+    for r, ratio in zip(rows, _x_no_cache(rows), strict=True):
         open_ms = f"{r['open_p50_ms']:.0f}" if r["open_p50_ms"] is not None else ""
         lines.append(
             f"| {r['length']} | {r['share']:.0%} | {r['mode']} | {r['ttft_p50_ms']:.1f} | "
@@ -473,19 +481,18 @@ def _suite_run(size: int | None) -> EntryOutput:
             decoder, profile, bootstrap=broker.bootstrap, block_tokens=config.llm.block_tokens
         )
         throughput = _store_throughput(broker.bootstrap, profile, config.llm.block_tokens)
-    base = {(r["length"], r["share"]): r["ttft_p50_ms"] for r in rows if r["mode"] == "none"}
     ttft = [
         {
             "cell": f"{r['length']} tok, {r['share']:.0%} shared, {r['mode']}",
             "ttft_p50_ms": r["ttft_p50_ms"],
             "ttft_p99_ms": r["ttft_p99_ms"],
-            "x_no_cache_p50": r["ttft_p50_ms"] / base[(r["length"], r["share"])],
+            "x_no_cache_p50": ratio,
             "cached_tokens": r["cached_tokens_mean"],
             "restore_p50_ms": r["restore_p50_ms"],
             "prefill_p50_ms": r["prefill_p50_ms"],
             "max_rss_mb": r["rss_max_mb"],
         }
-        for r in rows
+        for r, ratio in zip(rows, _x_no_cache(rows), strict=True)
     ]
     store = [
         {
