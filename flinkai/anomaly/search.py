@@ -116,6 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", metavar="DIR", required=True, help="parent of model folders")
     parser.add_argument("--kind", choices=("hybrid", "lstm", "both"), default="both")
     parser.add_argument("--json", metavar="PATH", help="write the validation table here")
+    parser.add_argument(
+        "--epochs", type=int, default=BASE.epochs, help=f"epoch cap (default {BASE.epochs})"
+    )
+    parser.add_argument(
+        "--patience", type=int, default=BASE.patience,
+        help=f"early-stopping patience (default {BASE.patience})",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     from flinkai.paths import repo_root
 
@@ -124,7 +131,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = Path(args.data) if args.data else default
     kinds: tuple[ModelKind, ...] = ("hybrid", "lstm") if args.kind == "both" else (args.kind,)
     out = Path(args.out).expanduser().resolve()
-    results = [search(k, data, out, progress=lambda s: print(s, flush=True)) for k in kinds]
+    # The cap and patience change for every candidate of every variant alike.
+    grids = {
+        k: [replace(c, options=replace(c.options, epochs=args.epochs, patience=args.patience))
+            for c in GRIDS[k]]
+        for k in kinds
+    }  # fmt: skip
+    results = [
+        search(k, data, out, grids[k], progress=lambda s: print(s, flush=True)) for k in kinds
+    ]
     for res in results:
         for row in res["rows"]:
             mark = "*" if row["label"] == res["chosen"] else " "

@@ -171,6 +171,20 @@ def check_delivery(
     for table in kafka_tables(statements):
         if "sink.delivery-guarantee" in table.options:
             continue
+        bounded = table.options.get("scan.bounded.mode", "unbounded")
+        if bounded != "unbounded" and attempts > 0:
+            # FLINK-31006: the enumerator restored from a checkpoint never signals "no
+            # more splits", so the job reads to its stopping offsets and stays RUNNING.
+            findings.append(
+                Finding(
+                    "warning",
+                    table.statement,
+                    f"table {table.name}: scan.bounded.mode={bounded} with {attempts} restart(s): "
+                    "a bounded Kafka scan that fails over never finishes (FLINK-31006); for a "
+                    "backfill set runtime.restart_attempts to 0, or read unbounded and cancel "
+                    "once the output is complete",
+                )
+            )
         if (
             "scan.startup.mode" in table.options
             and table.options.get("properties.isolation.level", "read_committed")

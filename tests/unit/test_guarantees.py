@@ -75,3 +75,21 @@ def test_at_least_once_and_uncommitted_reads_warn() -> None:
 )
 def test_durations(text: str, ms: int) -> None:
     assert duration_ms(text) == ms
+
+
+def source(bounded: str) -> str:
+    return (
+        "CREATE TEMPORARY TABLE in_t (x STRING) WITH (\n'connector' = 'kafka',\n"
+        f"'topic' = 'in',\n'scan.startup.mode' = 'earliest-offset',\n'scan.bounded.mode' = '{bounded}'\n);\n"
+    )
+
+
+def test_bounded_scan_with_restarts_warns_of_flink_31006() -> None:
+    [(level, message)] = findings(source("latest-offset"), restart_attempts=3)
+    assert level == "warning"
+    assert "never finishes (FLINK-31006)" in message and "3 restart(s)" in message
+
+
+def test_bounded_scan_without_restarts_or_unbounded_scan_is_quiet() -> None:
+    assert findings(source("latest-offset"), restart_attempts=0) == []
+    assert findings(source("unbounded"), restart_attempts=3) == []
