@@ -639,11 +639,13 @@ def windows_to_rows(
     """Map timestamp windows onto row indices.
 
     NAB's window limits are row timestamps; when they are not, a window covers the
-    rows whose timestamps fall within ``[start, end]``.
+    rows whose timestamps fall within ``[start, end]``: from the first such row to
+    the last. Rows need not be in time order: one NAB file
+    (``realKnownCause/machine_temperature_system_failure.csv``) records one hour twice.
 
     Args:
         name: Series name, for errors.
-        timestamps: Sorted row timestamps.
+        timestamps: Row timestamps, in file order.
         limits: ``(start, end)`` pairs.
 
     Returns:
@@ -655,11 +657,12 @@ def windows_to_rows(
     ts = np.asarray(timestamps, dtype="datetime64[ns]")
     windows = []
     for start, end in sorted(limits):
-        first = int(np.searchsorted(ts, np.datetime64(start, "ns"), side="left"))
-        last = int(np.searchsorted(ts, np.datetime64(end, "ns"), side="right")) - 1
-        if first > last:
+        inside = np.flatnonzero(
+            (ts >= np.datetime64(start, "ns")) & (ts <= np.datetime64(end, "ns"))
+        )
+        if len(inside) == 0:
             raise NabDataError(f"{name}: window [{start}, {end}] holds no row")
-        windows.append(Window(first, last))
+        windows.append(Window(int(inside[0]), int(inside[-1])))
     return tuple(windows)
 
 
@@ -680,7 +683,8 @@ def load_nab_folder(
 
     Raises:
         NabDataError: If a data file has no entry in the windows file, or a file
-            lacks the ``timestamp``/``value`` columns or is not in time order.
+            lacks the ``timestamp``/``value`` columns. Rows are kept in file order,
+            as NAB scores them, even where a timestamp goes back.
     """
     root = Path(root)
     limits = load_windows(root / windows_file)
@@ -702,7 +706,5 @@ def _read_series(
     if not {"timestamp", "value"} <= set(frame.columns):
         raise NabDataError(f"{name}: expected columns timestamp,value")
     ts = pd.to_datetime(frame["timestamp"]).to_numpy(dtype="datetime64[ns]")
-    if len(ts) > 1 and bool((ts[1:] < ts[:-1]).any()):
-        raise NabDataError(f"{name}: timestamps are not in order")
     labels = LabelledSeries(name, len(ts), windows_to_rows(name, ts, limits))
     return NabSeries(labels, ts, frame["value"].to_numpy(dtype=np.float64))

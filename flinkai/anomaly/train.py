@@ -94,7 +94,7 @@ class TrainOptions:
             raise AnomalyModelError(f"bad training options: {self}")
 
 
-_SELECTED = TrainOptions(epochs=60, lr=1e-2, threads=1, val_fraction=0.2, patience=10)
+_SELECTED = TrainOptions(epochs=200, lr=1e-2, threads=1, val_fraction=0.2, patience=20)
 
 #: Each variant's default settings for ``flinkai model train-anomaly``: the ones
 #: :mod:`flinkai.anomaly.search` chose by validation loss (docs/anomaly.md has the

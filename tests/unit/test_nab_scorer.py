@@ -349,6 +349,18 @@ def test_windows_to_rows_exact_and_between_timestamps() -> None:
         nab.windows_to_rows("x", ts, [(pd.Timestamp("2020-01-01 00:11"),) * 2])
 
 
+def test_windows_to_rows_keeps_file_order_when_an_hour_repeats() -> None:
+    # As NAB's machine_temperature_system_failure.csv: 02:00-02:55 recorded twice.
+    first = pd.date_range("2014-01-07 01:00", "2014-01-07 02:55", freq="5min")
+    again = pd.date_range("2014-01-07 02:00", "2014-01-07 04:00", freq="5min")
+    ts = np.concatenate([first.to_numpy(), again.to_numpy()])
+    later = [(pd.Timestamp("2014-01-07 03:00"), pd.Timestamp("2014-01-07 03:30"))]
+    assert nab.windows_to_rows("x", ts, later) == (Window(36, 42),)
+    # A window over the repeated hour spans both copies, first row to last.
+    repeated = [(pd.Timestamp("2014-01-07 02:50"), pd.Timestamp("2014-01-07 02:55"))]
+    assert nab.windows_to_rows("x", ts, repeated) == (Window(22, 35),)
+
+
 def _write_folder(root: Path, windows: dict[str, list[list[str]]]) -> None:
     group = root / "data" / "myGroup"
     group.mkdir(parents=True)
