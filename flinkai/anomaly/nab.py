@@ -674,7 +674,8 @@ def load_nab_folder(
     """Load every ``data/<group>/*.csv`` of a NAB-layout folder with its windows.
 
     Args:
-        root: Folder holding ``data/`` and the windows file.
+        root: Folder holding ``data/`` and the windows file (or ``labels/`` holding
+            it, as in a clone of NAB).
         groups: Only these groups (folder names under ``data/``); all when None.
         windows_file: Windows file name under ``root``.
 
@@ -687,7 +688,10 @@ def load_nab_folder(
             as NAB scores them, even where a timestamp goes back.
     """
     root = Path(root)
-    limits = load_windows(root / windows_file)
+    windows_path = root / windows_file
+    if not windows_path.exists() and (root / "labels" / windows_file).exists():
+        windows_path = root / "labels" / windows_file  # a clone of NAB's own repository
+    limits = load_windows(windows_path)
     out: dict[str, NabSeries] = {}
     for path in sorted((root / "data").glob("*/*.csv")):
         name = f"{path.parent.name}/{path.name}"

@@ -345,7 +345,10 @@ def register(subparsers: Any) -> None:
         description="Anomaly detectors on a NAB-layout folder; see benchmarks/README.md.",
     )
     parser.add_argument(
-        "--data", metavar="DIR", help="NAB-layout folder (default: ../shared/datasets/nab)"
+        "--data",
+        metavar="DIR",
+        help="NAB-layout folder, data/<group>/*.csv with combined_windows.json, or a clone of NAB "
+        "(default: ../shared/datasets/nab)",
     )
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.add_argument(

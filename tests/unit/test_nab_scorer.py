@@ -382,6 +382,14 @@ def test_load_nab_folder_reads_any_group(tmp_path: Path) -> None:
     assert nab.load_nab_folder(tmp_path, groups=["otherGroup"]) == {}
 
 
+def test_load_nab_folder_reads_a_nab_clone_with_labels_folder(tmp_path: Path) -> None:
+    windows = {"myGroup/s.csv": [["2021-06-01 05:00:00.000000", "2021-06-01 08:00:00.000000"]]}
+    _write_folder(tmp_path, windows)
+    (tmp_path / "labels").mkdir()
+    (tmp_path / "combined_windows.json").rename(tmp_path / "labels" / "combined_windows.json")
+    assert nab.load_nab_folder(tmp_path)["myGroup/s.csv"].labels.windows == (Window(5, 8),)
+
+
 def test_load_nab_folder_requires_windows_for_every_file(tmp_path: Path) -> None:
     _write_folder(tmp_path, {"otherGroup/s.csv": []})
     with pytest.raises(NabDataError, match="no entry"):
