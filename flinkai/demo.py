@@ -19,6 +19,7 @@ from flinkai.config import Config
 from flinkai.errors import FlinkAIError
 from flinkai.functions.events import ClickEvent, parse_click
 from flinkai.kafka.admin import consume_all, create_topics, produce
+from flinkai.runtime.guarantees import for_bounded_scan
 from flinkai.runtime.runner import RunOptions, run_script
 
 __all__ = ["DemoReport", "accounting_problems", "poison_events", "run_demo", "sample_events"]
@@ -137,6 +138,7 @@ def run_demo(
         "GROUP_ID": f"flinkai-demo-{run_id}",
         **(variables or {}),
     }
+    config = for_bounded_scan(config)  # a failure ends the demo with its reason, not a hang
     started = time.monotonic()
     run_script(script, config, RunOptions(variables=variables, udf_dirs=udf_dirs))
     seconds = time.monotonic() - started

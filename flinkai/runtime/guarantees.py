@@ -13,9 +13,17 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from flinkai.config import Config
 from flinkai.runtime.script import Kind, Statement, parse_set
 
-__all__ = ["Finding", "TableOptions", "check_delivery", "duration_ms", "kafka_tables"]
+__all__ = [
+    "Finding",
+    "TableOptions",
+    "check_delivery",
+    "duration_ms",
+    "for_bounded_scan",
+    "kafka_tables",
+]
 
 #: The Kafka connector's default producer transaction timeout (1 h).
 DEFAULT_TRANSACTION_TIMEOUT_MS = 3_600_000
@@ -85,6 +93,16 @@ def kafka_tables(statements: Sequence[Statement]) -> list[TableOptions]:
         if options.get("connector") == "kafka":
             out.append(TableOptions(m.group(1), stmt, options))
     return out
+
+
+def for_bounded_scan(config: Config) -> Config:
+    """``config`` without restarts, for a job that scans Kafka with ``scan.bounded.mode``.
+
+    A bounded Kafka source restored from a checkpoint reads to its stopping offsets and
+    then never finishes (FLINK-31006, open upstream), so a failover would hang the job;
+    without restarts it fails at once with its reason.
+    """
+    return config.with_overrides(runtime={"restart_attempts": 0})
 
 
 def check_delivery(

@@ -115,6 +115,7 @@ def bounded_job_run(
 ) -> BoundedRun:
     """Produce ``texts`` as click events, run the job to the end, read both outputs back."""
     from flinkai.kafka.admin import consume_all, produce
+    from flinkai.runtime.guarantees import for_bounded_scan
     from flinkai.runtime.runner import RunOptions, run_script
 
     topics = _topics("b")
@@ -124,7 +125,7 @@ def bounded_job_run(
     submitted = time.time()
     run_script(
         script,
-        config,
+        for_bounded_scan(config),
         RunOptions(variables=_variables(bootstrap, topics, True, variables), udf_dirs=udf_dirs),
     )
     seconds = time.monotonic() - started
