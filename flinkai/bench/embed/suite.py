@@ -98,13 +98,6 @@ def _job_overrides() -> dict[str, dict[str, Any]]:
     return overrides
 
 
-def _bounded(overrides: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Bounded rows run without restarts: a bounded Kafka source restored from a checkpoint
-    reads to its stopping offsets and then never finishes (FLINK-31006, open upstream), so a
-    failover would hang the row until its timeout; failing at once keeps the reason."""
-    return {**overrides, "runtime": {**overrides["runtime"], "restart_attempts": 0}}
-
-
 def _naive_overrides(overrides: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     runtime = {
         **overrides["runtime"],
@@ -125,15 +118,13 @@ def _repeat(
     rows: dict[RowKey, VariantResult] = {
         RAW_FP32: run("raw_ort", limit, {"batch_size": RAW_BATCH, "variant": "fp32"}),
         RAW_INT8: run("raw_ort", limit, {"batch_size": RAW_BATCH, "variant": "int8"}),
-        JOB: run(
-            "job", limit, {"name": f"job {SUITE_JOB.label}", "overrides": _bounded(overrides)}
-        ),
+        JOB: run("job", limit, {"name": f"job {SUITE_JOB.label}", "overrides": overrides}),
         NAIVE: run(
             "job",
             limit,
             {
                 "name": "naive PyFlink UDF (row-at-a-time sentence-transformers)",
-                "overrides": _bounded(_naive_overrides(overrides)),
+                "overrides": _naive_overrides(overrides),
                 "variables": {"EMBED_FUNCTION": "naive.text_to_vector_naive"},
                 "udf_dirs": [str(bundled_udf_dir()), str(repo() / "benchmarks" / "baseline_udfs")],
             },
