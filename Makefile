@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.flinkai-installed
-EXTRAS ?= torch,triton,bench,rag,dev
+EXTRAS ?= torch,triton,bench,rag,risk,dev
 
 .PHONY: demo test setup install jars model lint typecheck bench clean-cache deploy-check
 
