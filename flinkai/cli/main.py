@@ -17,7 +17,7 @@ from flinkai import __version__
 from flinkai.errors import FlinkAIError
 from flinkai.security import redact
 
-__all__ = ["main"]
+__all__ = ["QUIET_LOGGERS", "configure_logging", "main"]
 
 #: Command-group modules, in help order.
 COMMAND_MODULES = (
@@ -53,17 +53,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+#: Loggers of other libraries and the lowest level the CLI shows from each.
+QUIET_LOGGERS = {
+    # Beam (PyFlink's Python runtime) logs internals at INFO.
+    "apache_beam": logging.WARNING,
+    # Beam tries every cloud filesystem it knows when PyFlink first loads its coders and
+    # warns for each one whose SDK is absent (GCS, S3, Azure). Flink jobs never read
+    # through Beam's filesystems, so the warning says nothing to a flinkai user.
+    "apache_beam.io.filesystems": logging.ERROR,
+    "kafka": logging.WARNING,
+}
+
+
+def configure_logging(*, verbose: bool = False) -> None:
+    """Set the CLI's log format and quiet other libraries' loggers.
+
+    Runs before any command imports PyFlink, so Beam's import-time warnings are
+    already filtered when they fire.
+    """
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
-    # Beam (PyFlink's Python runtime) logs internals at INFO; keep the CLI's output readable.
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    logging.getLogger("kafka").setLevel(logging.WARNING)
+    for name, level in QUIET_LOGGERS.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_logging(verbose=args.verbose)
     try:
         code: int = args.handler(args)
     except FlinkAIError as e:
