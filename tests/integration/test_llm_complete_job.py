@@ -21,15 +21,9 @@ from flinkai.kafka.broker import LocalKafka
 from flinkai.runtime.runner import RunOptions, run_script
 from flinkai.testing import check_exactly_once, dead_letter_id
 
+from .llm import require_decoder
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def require_decoder() -> None:
-    """Skip, naming the fix, when the SmolLM2 export is not built (``make model`` builds it)."""
-    from flinkai.llm.artifacts import MANIFEST_FILE, default_llm_dir
-
-    if not (default_llm_dir() / MANIFEST_FILE).is_file():
-        pytest.skip(f"no exported decoder in {default_llm_dir()}: run `flinkai model export-llm`")
 
 
 REPO = Path(__file__).resolve().parents[2]

@@ -27,15 +27,9 @@ from flinkai.state import CodecConfig, SnapshotKey, Version
 from flinkai.state.codec import encode
 from flinkai.state.kafka import KafkaStoreConfig, record_headers, record_key
 
+from .llm import require_decoder
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def require_decoder() -> None:
-    """Skip, naming the fix, when the SmolLM2 export is not built (``make model`` builds it)."""
-    from flinkai.llm.artifacts import MANIFEST_FILE, default_llm_dir
-
-    if not (default_llm_dir() / MANIFEST_FILE).is_file():
-        pytest.skip(f"no exported decoder in {default_llm_dir()}: run `flinkai model export-llm`")
 
 
 REPO = Path(__file__).resolve().parents[2]

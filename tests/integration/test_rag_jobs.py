@@ -53,6 +53,7 @@ from flinkai.rag.server import ChromaServer
 from flinkai.runtime.cluster import FlinkRest
 from flinkai.runtime.runner import RunOptions, RunResult, run_script
 
+from .llm import require_decoder
 from .streaming import (
     completed_checkpoints,
     gone,
@@ -61,7 +62,6 @@ from .streaming import (
     wait_until,
     with_rest,
 )
-from .test_llm_complete_job import require_decoder
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
