@@ -111,6 +111,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     info.set_defaults(handler=_info)
 
     _register_train_anomaly(group)
+    _register_train_risk(group)
     _register_export_llm(group)
 
 
@@ -295,6 +296,60 @@ def _train_anomaly(args: argparse.Namespace) -> int:
         if result.best_val_loss is not None:
             print(f"validation loss {result.best_val_loss:.5f} after {result.best_epoch} epochs")
         print(f"done: {result.meta.model_version} in {result.seconds:.1f}s -> {result.folder}")
+    return 0
+
+
+def _register_train_risk(group: argparse._SubParsersAction) -> None:
+    p = group.add_parser(
+        "train-risk",
+        help="train the fraud and credit models (LightGBM) and export them to ONNX",
+        description="Train gradient-boosted trees on creditcard_fraud.csv (fraud) and "
+        "credit_default.csv (credit default), each on a seeded stratified 60/20/20 split: "
+        "the validation part picks the threshold (best F1), the test part is scored once "
+        "(AUC, recall, precision). Converts both to ONNX, checks them against LightGBM and "
+        "writes them with manifest.json. Needs the risk extra. Output: "
+        "$FLINKAI_HOME/models/risk/. See docs/agents.md.",
+    )
+    p.add_argument(
+        "--fraud-data", metavar="CSV", help="default: <datasets>/risk/creditcard_fraud.csv"
+    )
+    p.add_argument(
+        "--credit-data", metavar="CSV", help="default: <datasets>/risk/credit_default.csv"
+    )
+    p.add_argument("--out", metavar="DIR", help="model folder (default: $FLINKAI_HOME/models/risk)")
+    p.add_argument("--seed", type=int, default=7, help="split and LightGBM seed (default: 7)")
+    p.add_argument("--trees", type=int, default=300, help="trees per model (default: 300)")
+    p.set_defaults(handler=_train_risk)
+
+
+def _train_risk(args: argparse.Namespace) -> int:
+    from flinkai.agents.errors import AgentsError
+    from flinkai.agents.train import TrainOptions, train_risk_models
+
+    def path(value: str | None) -> Path | None:
+        return Path(value).expanduser().resolve() if value else None
+
+    try:
+        manifest = train_risk_models(
+            path(args.out),
+            path(args.fraud_data),
+            path(args.credit_data),
+            TrainOptions(seed=args.seed, n_estimators=args.trees),
+            progress=lambda line: print(line, flush=True),
+        )
+    except AgentsError as e:
+        print(f"train-risk: {e}")
+        return 1
+    print(f"{'model':<7} {'version':<24} {'threshold':>9} {'test AUC':>8} {'recall':>6} "
+          f"{'precision':>9} {'test rows':>9}")  # fmt: skip
+    for name, m in manifest["models"].items():
+        t = m["test"]
+        print(f"{name:<7} {m['version']:<24} {m['threshold']:>9.4f} {t['auc']:>8.4f} "
+              f"{t['recall']:>6.3f} {t['precision']:>9.3f} {m['rows']['test']:>9,}")  # fmt: skip
+    out = path(args.out)
+    from flinkai.agents.models import risk_models_dir
+
+    print(f"done in {manifest['seconds']:.1f}s -> {out or risk_models_dir()}")
     return 0
 
 

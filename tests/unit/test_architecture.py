@@ -20,6 +20,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "drift": {"backends", "functions", "runtime", "operators", "bench", "cli"},
     "state": {"backends", "functions", "runtime", "operators", "bench", "cli"},
     "rag": {"backends", "functions", "runtime", "operators", "bench", "cli"},
+    "agents": {"backends", "models", "runtime", "operators", "bench", "cli"},
     # the LLM runtime reads its own export folder; models/llm_export.py writes it
     "llm": {"models", "backends", "functions", "runtime", "operators", "bench", "cli"},
 }

@@ -1,0 +1,215 @@
+"""Per-event risk decisions, keyed by account: the LangGraph graph inside a Flink job.
+
+The table is converted to a DataStream, keyed by the account column, and run
+through a ``KeyedProcessFunction``. Per account, the whole state is one
+``ValueState`` holding :meth:`~flinkai.agents.window.SpendWindow.snapshot`: plain data
+(a version tag and the ``[ts_ms, amount]`` pairs of approved spend in the last 24 h
+of event time). It is part of every checkpoint and rebuilt on every read, so a
+restored job decides each replayed event exactly as the first attempt did. The
+models (ONNX Runtime) and the account table are loaded once per worker in ``open()``.
+
+Used from a SQL script (the runner's ``APPLY OPERATOR`` statement)::
+
+    CREATE TEMPORARY VIEW decisions AS
+      APPLY OPERATOR 'flinkai.operators.agents.decide' TO transactions
+      WITH ('key' = 'account_id', 'payload' = 'raw_base64');
+
+Options:
+    key: The account column (events are keyed by it).
+    payload: The validated event's raw bytes as base64 (``parse_transaction``'s
+        ``payload_base64``); the operator reads the transaction's fields from it.
+    partition, offset: Optional origin columns, carried to the output as
+        ``source_partition``/``source_offset``.
+    models: The risk model folder (default ``$FLINKAI_HOME/models/risk``).
+    accounts: The account table, a CSV in ``credit_default.csv``'s layout (default
+        ``<datasets>/risk/credit_default.csv``).
+
+Output columns (:data:`DECISION_FIELDS`): the decision
+(:class:`~flinkai.agents.graph.Decision`; ``reasons`` and ``path`` as comma-joined
+codes), then ``error_reason, error_detail`` and the carried columns. An account
+missing from the table is a decision (reason ``unknown_account``), not an error. A
+row with ``error_reason`` set is a dead letter: ``internal_error`` (an unexpected
+exception on this row; with ``runtime.udf_errors: fail`` it fails the task), or
+the parser's code when the payload does not parse.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flinkai.agents.data import Account
+from flinkai.agents.graph import RiskGraph
+from flinkai.agents.transactions import InvalidTransaction, parse_transaction
+from flinkai.agents.window import SpendWindow
+from flinkai.errors import ConfigError
+from flinkai.functions.guard import ErrorPolicy, RowGuard, internal_error_detail
+
+if TYPE_CHECKING:
+    from pyflink.table import StreamTableEnvironment, Table
+
+__all__ = ["DECISION_FIELDS", "DecideOptions", "decide", "parse_options", "process_transaction"]
+
+#: Columns of :func:`decide`'s output, in order.
+DECISION_FIELDS = (
+    "tx_id", "account_id", "ts_ms", "amount", "approved", "reasons", "fraud_score",
+    "credit_status", "credit_score", "spend_24h", "credit_limit", "path",
+    "graph_version", "fraud_model_version", "credit_model_version",
+    "error_reason", "error_detail", "source_partition", "source_offset", "payload_base64",
+)  # fmt: skip
+_REQUIRED = ("key", "payload")
+_OPTIONAL = ("partition", "offset", "models", "accounts")
+
+
+@dataclass(frozen=True)
+class DecideOptions:
+    """Resolved options of one ``APPLY OPERATOR`` statement."""
+
+    key: str
+    payload: str
+    partition: str | None = None
+    offset: str | None = None
+    models: str | None = None
+    accounts: str | None = None
+
+
+def parse_options(options: Mapping[str, str]) -> DecideOptions:
+    """Resolve an operator statement's options (see the module docstring).
+
+    Raises:
+        ConfigError: A required option is missing or an option is unknown.
+    """
+    missing = [k for k in _REQUIRED if not options.get(k)]
+    if missing:
+        raise ConfigError(f"missing option(s) {missing}; required: {list(_REQUIRED)}")
+    unknown = [k for k in options if k not in (*_REQUIRED, *_OPTIONAL)]
+    if unknown:
+        raise ConfigError(f"unknown option(s) {unknown}; expected {[*_REQUIRED, *_OPTIONAL]}")
+    return DecideOptions(**{k: (options.get(k) or None) for k in (*_REQUIRED, *_OPTIONAL)})  # type: ignore[arg-type]
+
+
+def process_transaction(
+    stored: Mapping[str, Any] | None,
+    row: tuple[Any, ...],
+    graph: RiskGraph,
+    accounts: Mapping[str, Account],
+) -> tuple[tuple[Any, ...], dict[str, Any] | None]:
+    """One event through the graph with its account's state, free of Flink.
+
+    Args:
+        stored: The account's :meth:`SpendWindow.snapshot`, or ``None``.
+        row: ``(account_id, payload_base64, partition, offset)``.
+        graph: The compiled graph with its models.
+        accounts: The account table.
+
+    Returns:
+        The output row (:data:`DECISION_FIELDS`) and the snapshot to store, or ``None``
+        when the state is unchanged (a declined event, a dead letter).
+    """
+    _key, b64, partition, offset = row
+    carried = (partition, offset, b64)
+    try:
+        payload = None if b64 is None else base64.b64decode(b64, validate=True)
+    except (binascii.Error, ValueError) as e:
+        return _dead("invalid_field", f"payload is not base64: {e}", carried), None
+    tx = parse_transaction(payload)
+    if isinstance(tx, InvalidTransaction):
+        return _dead(tx.reason, tx.detail, carried), None
+    window = SpendWindow.from_snapshot(stored)
+    spend = window.spend(tx.ts_ms)
+    d = graph.decide(tx.tx_id, tx.account_id, tx.ts_ms, tx.amount, tx.features,
+                     accounts.get(tx.account_id), spend)  # fmt: skip
+    out = (
+        d.tx_id, d.account_id, d.ts_ms, d.amount, d.approved, ",".join(d.reasons),
+        d.fraud_score, d.credit_status, d.credit_score, d.spend_24h, d.credit_limit,
+        ",".join(d.path), d.graph_version, d.fraud_model_version, d.credit_model_version,
+        None, None, *carried,
+    )  # fmt: skip
+    return out, (window.add(tx.ts_ms, tx.amount).snapshot() if d.approved else None)
+
+
+def _dead(reason: str, detail: str, carried: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (None,) * 15 + (reason, detail, *carried)
+
+
+def _make_process_function(opts: DecideOptions, udf_errors: ErrorPolicy) -> Any:
+    """The ``KeyedProcessFunction``; built here so this module imports without PyFlink."""
+    from pyflink.common import Row, Types
+    from pyflink.datastream import KeyedProcessFunction, RuntimeContext
+    from pyflink.datastream.state import ValueStateDescriptor
+
+    from flinkai import metrics
+    from flinkai.agents.data import load_accounts
+    from flinkai.agents.models import RiskModels
+
+    class _Process(KeyedProcessFunction):
+        def open(self, runtime_context: RuntimeContext) -> None:
+            # Plain data (SpendWindow.snapshot): no object of this code is pickled.
+            self._state = runtime_context.get_state(
+                ValueStateDescriptor("flinkai-risk-spend", Types.PICKLED_BYTE_ARRAY())
+            )
+            models = RiskModels(Path(opts.models).expanduser() if opts.models else None)
+            self._graph = RiskGraph.from_models(models)
+            self._accounts = load_accounts(Path(opts.accounts) if opts.accounts else None)
+            group = metrics.flinkai_group(runtime_context.get_metrics_group())
+            internal = group.counter(metrics.INTERNAL_ERRORS.name)
+            self._guard = RowGuard("flinkai-risk", udf_errors, internal.inc)
+
+        def _one(self, value: Row) -> tuple[Any, ...]:
+            row = tuple(value[i] for i in range(4))
+            out, snap = process_transaction(self._state.value(), row, self._graph,
+                                            self._accounts)  # fmt: skip
+            if snap is not None:
+                self._state.update(snap)
+            return out
+
+        def _failed(self, value: Row, exc: Exception) -> tuple[Any, ...]:
+            carried = (value[2], value[3], value[1])
+            return _dead("internal_error", internal_error_detail(exc), carried)
+
+        def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+            out = self._guard.rows([value], self._one, self._failed)
+            yield Row(*out[0])
+
+    return _Process()
+
+
+def decide(t_env: StreamTableEnvironment, table: Table, options: Mapping[str, str]) -> Table:
+    """One decision (or dead letter) per transaction, keyed by account (:data:`DECISION_FIELDS`).
+
+    Raises:
+        ConfigError: Bad options or missing columns.
+    """
+    from pyflink.common import Types
+    from pyflink.table.expressions import col, null_of
+    from pyflink.table.types import DataTypes
+
+    from flinkai.operators.anomaly import _udf_errors
+
+    opts = parse_options(options)
+    columns = table.get_resolved_schema().get_column_names()
+    wanted = [c for c in (opts.key, opts.payload, opts.partition, opts.offset) if c]
+    absent = [c for c in wanted if c not in columns]
+    if absent:
+        raise ConfigError(f"column(s) {absent} not in the input; it has {columns}")
+    partition = col(opts.partition) if opts.partition else null_of(DataTypes.INT())
+    offset = col(opts.offset) if opts.offset else null_of(DataTypes.BIGINT())
+    rows = t_env.to_data_stream(
+        table.select(col(opts.key).cast(DataTypes.STRING()), col(opts.payload), partition, offset)
+    )
+    s, d, b = Types.STRING(), Types.DOUBLE(), Types.BOOLEAN()
+    types = [s, s, Types.LONG(), d, b, s, d, s, d, d, d, s, s, s, s, s, s,
+             Types.INT(), Types.LONG(), s]  # fmt: skip
+    out = (
+        rows.key_by(lambda r: str(r[0]), key_type=Types.STRING())
+        .process(
+            _make_process_function(opts, _udf_errors(t_env)),
+            output_type=Types.ROW_NAMED(list(DECISION_FIELDS), types),
+        )
+        .name("flinkai-risk-decide")
+    )
+    return t_env.from_data_stream(out)

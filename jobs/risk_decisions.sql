@@ -1,0 +1,125 @@
+-- risk_decisions: card transactions from Kafka -> a LangGraph decision graph per event
+-- (fraud -> credit -> limit -> decide; ONNX models; per-account 24 h spend in keyed
+-- state, checkpointed as plain data) -> decisions on Kafka, exactly-once.
+-- Transactions that cannot be parsed (not JSON, a missing or unknown field, NaN or
+-- Infinity) go to a dead-letter topic with the reason and their source offset; they
+-- never stop the job. An account missing from the account table is a decision with
+-- reason unknown_account.
+--
+-- Input records: {"tx_id", "account_id", "ts" (epoch ms), "amount", "V1".."V28"}.
+-- Output: one record per transaction: the decision (see flinkai.operators.agents).
+--
+-- Placeholders (fill with --var NAME=VALUE, env vars, or `vars:` in configs/*.yaml):
+--   KAFKA_BOOTSTRAP, TRANSACTIONS_TOPIC, DECISIONS_TOPIC, DLQ_TOPIC,
+--   SCAN_BOUNDED_MODE (unbounded | latest-offset: stop at the offsets seen at start),
+--   RISK_MODELS (default: $FLINKAI_HOME/models/risk), RISK_ACCOUNTS (default: the
+--   shared credit_default.csv), DELIVERY_GUARANTEE (default exactly-once),
+--   TRANSACTIONAL_ID_PREFIX (built in: per job).
+-- Build the models first: flinkai model train-risk.
+
+SET 'pipeline.name' = 'flinkai-risk-decisions';
+
+CREATE TEMPORARY FUNCTION parse_transaction AS 'risk_transactions.parse_transaction'
+  LANGUAGE PYTHON;
+
+-- Raw bytes, so a malformed record reaches parse_transaction and is dead-lettered.
+CREATE TEMPORARY TABLE transactions_raw (
+  payload BYTES,
+  `partition` INT METADATA FROM 'partition' VIRTUAL,
+  `offset` BIGINT METADATA FROM 'offset' VIRTUAL,
+  `topic` STRING METADATA FROM 'topic' VIRTUAL
+) WITH (
+  'connector' = 'kafka',
+  'topic' = '${TRANSACTIONS_TOPIC}',
+  'properties.bootstrap.servers' = '${KAFKA_BOOTSTRAP}',
+  'properties.group.id' = '${GROUP_ID:-flinkai-risk-decisions}',
+  'properties.isolation.level' = 'read_committed',
+  'scan.startup.mode' = 'earliest-offset',
+  'scan.bounded.mode' = '${SCAN_BOUNDED_MODE}',
+  'format' = 'raw'
+);
+
+CREATE TEMPORARY TABLE decisions_out (
+  tx_id STRING,
+  account_id STRING,
+  ts_ms BIGINT,
+  amount DOUBLE,
+  approved BOOLEAN,
+  reasons STRING,
+  fraud_score DOUBLE,
+  credit_status STRING,
+  credit_score DOUBLE,
+  spend_24h DOUBLE,
+  credit_limit DOUBLE,
+  path STRING,
+  graph_version STRING,
+  fraud_model_version STRING,
+  credit_model_version STRING
+) WITH (
+  'connector' = 'kafka',
+  'topic' = '${DECISIONS_TOPIC}',
+  'properties.bootstrap.servers' = '${KAFKA_BOOTSTRAP}',
+  'key.format' = 'raw',
+  'key.fields' = 'account_id',
+  'value.format' = 'json',
+  'value.fields-include' = 'ALL',
+  -- Exactly-once: Kafka transactions committed by Flink checkpoints.
+  'sink.delivery-guarantee' = '${DELIVERY_GUARANTEE:-exactly-once}',
+  'sink.transactional-id-prefix' = '${TRANSACTIONAL_ID_PREFIX}-decisions',
+  'properties.transaction.timeout.ms' = '900000'
+);
+
+CREATE TEMPORARY TABLE dead_letters (
+  reason STRING,
+  detail STRING,
+  payload_base64 STRING,
+  source_topic STRING,
+  source_partition INT,
+  source_offset BIGINT,
+  failed_at TIMESTAMP_LTZ(3)
+) WITH (
+  'connector' = 'kafka',
+  'topic' = '${DLQ_TOPIC}',
+  'properties.bootstrap.servers' = '${KAFKA_BOOTSTRAP}',
+  'value.format' = 'json',
+  'sink.delivery-guarantee' = '${DELIVERY_GUARANTEE:-exactly-once}',
+  -- a different prefix per sink: two sinks sharing one would fence each other
+  'sink.transactional-id-prefix' = '${TRANSACTIONAL_ID_PREFIX}-dlq',
+  'properties.transaction.timeout.ms' = '900000'
+);
+
+CREATE TEMPORARY VIEW parsed AS
+SELECT `topic` AS source_topic, `partition` AS source_partition, `offset` AS source_offset,
+       parse_transaction(payload) AS t
+FROM transactions_raw;
+
+-- Valid transactions with their origin; the operator reads the fields from the bytes.
+CREATE TEMPORARY VIEW transactions AS
+SELECT t.account_id AS account_id, t.payload_base64 AS raw_base64,
+       source_partition, source_offset
+FROM parsed
+WHERE t.error_reason IS NULL;
+
+CREATE TEMPORARY VIEW decided AS
+  APPLY OPERATOR 'flinkai.operators.agents.decide' TO transactions
+  WITH ('key' = 'account_id', 'payload' = 'raw_base64',
+        'partition' = 'source_partition', 'offset' = 'source_offset',
+        'models' = '${RISK_MODELS:-}', 'accounts' = '${RISK_ACCOUNTS:-}');
+
+INSERT INTO decisions_out
+SELECT tx_id, account_id, ts_ms, amount, approved, reasons, fraud_score, credit_status,
+       credit_score, spend_24h, credit_limit, path, graph_version, fraud_model_version,
+       credit_model_version
+FROM decided
+WHERE error_reason IS NULL;
+
+INSERT INTO dead_letters
+SELECT t.error_reason, t.error_detail, t.payload_base64, source_topic, source_partition,
+       source_offset, CURRENT_TIMESTAMP
+FROM parsed
+WHERE t.error_reason IS NOT NULL
+UNION ALL
+SELECT error_reason, error_detail, payload_base64, '${TRANSACTIONS_TOPIC}', source_partition,
+       source_offset, CURRENT_TIMESTAMP
+FROM decided
+WHERE error_reason IS NOT NULL;
