@@ -95,6 +95,9 @@ class SeriesDetector:
         self.state = RecurrentState.zeros(model.spec)
         self.forecast: float | None = None
         self.last_ts: int | None = None
+        # The last scored point's forecast error, before the scorer (not state: for
+        # the benchmark, which runs other scorers over the same errors).
+        self.last_error: float | None = None
 
     def update(self, ts_ms: int, value: float) -> PointScore:
         """Score one point and advance the model.
@@ -110,9 +113,11 @@ class SeriesDetector:
                 "out_of_order", f"ts {ts_ms} is not after the key's last ts {self.last_ts}"
             )
         score = 0.0
+        self.last_error = None
         if self.forecast is not None:
             error = abs(self.forecast - self.normalizer.scale(value))
             score = self.scorer.score(error)
+            self.last_error = error
         self.normalizer.update(value)
         x = feature_row(self.normalizer.scale(value), ts_ms)
         self.forecast, self.state = self.model.step(x, self.state)

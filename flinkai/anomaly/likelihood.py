@@ -7,7 +7,8 @@ real-time anomaly detection for streaming data", Neurocomputing 262, 2017, secti
 [0, 1] and ``v`` the series value:
 
 1. **Learning and estimation periods.** The first ``learning_period +
-   estimation_samples`` points score 0.5 (no opinion). In NAB both come from the
+   estimation_samples`` points have likelihood 0.5 (no opinion; about 0.03 after
+   the log scale of step 5). In NAB both come from the
    file's probationary period ``p`` (15% of the file, at most 750 rows):
    ``learning_period = floor(p / 2)``, ``estimation_samples = p - learning_period``
    (:meth:`NumentaConfig.for_nab`).
@@ -91,7 +92,7 @@ YELLOW_TAIL = 1e-3
 LOG_EPSILON = 1e-10
 #: A value this share of the seen range outside that range scores 1.0.
 SPATIAL_TOLERANCE = 0.05
-#: Score while the distribution is being learnt.
+#: Likelihood while the distribution is being learnt (before the log scale).
 NO_OPINION = 0.5
 
 
@@ -207,7 +208,7 @@ class NumentaLikelihood:
         cfg = self.config
         outside = self._outside_range(value)
         if self.iteration < cfg.learning_period + cfg.estimation_samples:
-            out = NO_OPINION
+            out = log_likelihood(NO_OPINION)
         else:
             if self.dist is None or self.iteration % cfg.reestimation_period == 0:
                 self._refit()

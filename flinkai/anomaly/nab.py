@@ -68,6 +68,7 @@ __all__ = [
     "optimize_threshold",
     "perfect_score",
     "probationary_length",
+    "require_nab_folder",
     "row_weights",
     "scaled_sigmoid",
     "score_corpus",
@@ -664,6 +665,27 @@ def windows_to_rows(
             raise NabDataError(f"{name}: window [{start}, {end}] holds no row")
         windows.append(Window(int(inside[0]), int(inside[-1])))
     return tuple(windows)
+
+
+def require_nab_folder(root: str | Path) -> Path:
+    """``root`` if it is a NAB-layout folder (``data/`` and a windows file), else a clear error.
+
+    The anomaly tests call this instead of skipping: CI has the shared subset at
+    ``../shared/datasets/nab`` beside the checkout, so its absence is a setup fault.
+
+    Raises:
+        NabDataError: ``root`` has no ``data`` folder or no ``combined_windows.json``
+            (directly or under ``labels/``).
+    """
+    path = Path(root)
+    windows = [path / "combined_windows.json", path / "labels" / "combined_windows.json"]
+    if not (path / "data").is_dir() or not any(w.is_file() for w in windows):
+        raise NabDataError(
+            f"NAB data not found at {path}: expected data/<group>/*.csv and "
+            "combined_windows.json (the shared subset lives at ../shared/datasets/nab beside "
+            "the checkout, as on CI; a clone of numenta/NAB works too)"
+        )
+    return path
 
 
 def load_nab_folder(

@@ -48,6 +48,7 @@ from flinkai.anomaly.baselines import IQR, HalfSpaceTrees, RobustZScore, Streami
 from flinkai.anomaly.detector import DetectorConfig, PointRejected, SeriesDetector
 from flinkai.anomaly.errors import NabDataError
 from flinkai.anomaly.features import ScorerConfig
+from flinkai.anomaly.logo import logo_select
 from flinkai.anomaly.nab import (
     PROFILES,
     LabelledSeries,
@@ -57,6 +58,7 @@ from flinkai.anomaly.nab import (
     load_nab_folder,
     optimize_threshold,
 )
+from flinkai.anomaly.scorers import DEFAULTS, SCORERS, SETTINGS, apply_scorer, peak_gated
 from flinkai.anomaly.spec import anomaly_models_dir
 from flinkai.anomaly.step import RecurrentState, StepModel
 from flinkai.anomaly.train import timestamps_ms
@@ -73,6 +75,8 @@ __all__ = [
     "register",
     "run_anomaly_bench",
     "run_detector",
+    "scorer_logo",
+    "scorer_summary",
     "suite_entry",
     "summarize",
 ]
@@ -115,6 +119,9 @@ class DetectorRun:
         state_bytes: Largest pickled per-key state seen (forecasters only).
         model_version: The forecaster's model version.
         rejected: Points the forecaster refused (a timestamp not after the last one).
+        native: Per series, the detector's own output before any scorer (the
+            forecasters: the forecast error; the baselines: their unbounded score),
+            NaN where it has none; the input of :mod:`flinkai.anomaly.scorers`.
     """
 
     name: str
@@ -124,6 +131,7 @@ class DetectorRun:
     state_bytes: int | None = None
     model_version: str | None = None
     rejected: int = 0
+    native: dict[str, FloatArray] = field(default_factory=dict)
 
 
 class _TimedStep:
@@ -169,11 +177,14 @@ def run_detector(
         for key, s in data.items():
             blob = pickle.dumps(SeriesDetector(timed, config).snapshot())
             out = np.zeros(len(s.values))
+            native = np.full(len(s.values), np.nan)
             for i, (ts, v) in enumerate(zip(timestamps_ms(s).tolist(), s.values.tolist(), strict=True)):  # fmt: skip
                 t0 = time.perf_counter()
                 det = SeriesDetector.from_snapshot(pickle.loads(blob), timed, config)
                 try:
                     out[i] = det.update(int(ts), float(v)).score
+                    if det.last_error is not None:
+                        native[i] = det.last_error
                 except PointRejected:
                     # The job dead-letters such a point; here it scores 0 (no detection).
                     run.rejected += 1
@@ -181,30 +192,26 @@ def run_detector(
                 run.operator_ms.append((time.perf_counter() - t0) * 1000)
             run.state_bytes = max(run.state_bytes or 0, len(blob))
             run.scores[key] = out
+            run.native[key] = native
         return run
     factory = _BASELINES.get(name) or _GATED[name]
     gate = ScorerConfig().peak_window if name in _GATED else 0
     for key, s in data.items():
         base = factory()
         out = np.zeros(len(s.values))
+        native = np.full(len(s.values), np.nan)
         for i, v in enumerate(s.values.tolist()):
             t0 = time.perf_counter()
-            out[i] = _bounded(base.score_one(v))
+            raw = base.score_one(v)
             base.learn_one(v)
             run.step_ms.append((time.perf_counter() - t0) * 1000)
+            out[i] = _bounded(raw)
+            native[i] = raw
         if gate:
-            out = _peak_gated(out, gate)
+            out = peak_gated(out, gate)
         run.scores[key] = out
+        run.native[key] = native
     return run
-
-
-def _peak_gated(scores: FloatArray, window: int) -> FloatArray:
-    """Each score kept only where it exceeds every score of the ``window`` before it."""
-    out = scores.copy()
-    for i in range(1, len(scores)):
-        if scores[i] <= scores[max(0, i - window) : i].max():
-            out[i] = 0.0
-    return out
 
 
 def _percentiles(ms: Sequence[float]) -> dict[str, float] | None:
@@ -249,13 +256,63 @@ def summarize(run: DetectorRun, data: Mapping[str, NabSeries]) -> dict[str, Any]
     }
 
 
+def _scored(
+    run: DetectorRun, data: Mapping[str, NabSeries], scorer: str, setting: Mapping[str, Any] | None
+) -> list[FloatArray]:
+    return [apply_scorer(scorer, run.native[k], data[k].values, setting) for k in sorted(data)]
+
+
+def scorer_summary(
+    run: DetectorRun, data: Mapping[str, NabSeries], scorers: Sequence[str] = SCORERS
+) -> dict[str, Any]:
+    """The detector's native output through each scorer option at its default setting.
+
+    One threshold per profile over all files (NAB's rule); event metrics at the
+    standard threshold.
+    """
+    labels = [data[k].labels for k in sorted(data)]
+    out: dict[str, Any] = {}
+    for scorer in scorers:
+        items = list(zip(labels, _scored(run, data, scorer, None), strict=True))
+        row: dict[str, Any] = {"setting": dict(DEFAULTS[scorer])}
+        for p, prof in PROFILES.items():
+            row[p] = round(evaluate(items, prof).normalized, 2)
+        ev = event_metrics_corpus(items, optimize_threshold(items, PROFILES["standard"]).threshold)
+        row.update(f1=round(ev.f1, 4), precision=round(ev.precision, 4), recall=round(ev.recall, 4))
+        out[scorer] = row
+    return out
+
+
+def scorer_logo(
+    run: DetectorRun, data: Mapping[str, NabSeries], scorers: Sequence[str] = SCORERS
+) -> dict[str, Any]:
+    """Leave-one-group-out choice of each scorer's setting (:mod:`flinkai.anomaly.logo`)."""
+    labels = [data[k].labels for k in sorted(data)]
+    out: dict[str, Any] = {}
+    for scorer in scorers:
+        settings = list(SETTINGS[scorer])
+        candidates = [_scored(run, data, scorer, setting) for setting in settings]
+        result = logo_select(labels, candidates)
+        result["settings"] = [dict(st) for st in settings]
+        for fold in result["folds"]:
+            fold["setting"] = dict(settings[fold["candidate"]])
+        out[scorer] = result
+    return out
+
+
 def run_anomaly_bench(
     data_dir: Path,
     detectors: Sequence[str] = DETECTORS,
     models_root: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    scorers: Sequence[str] = SCORERS,
+    protocol: str = "fixed",
 ) -> dict[str, Any]:
     """Run the detectors on a NAB-layout folder and summarise each.
+
+    Each detector's output also goes through every scorer option in ``scorers``:
+    at the default settings (``protocol="fixed"``), or, with ``protocol="logo"``,
+    with settings chosen leave-one-group-out as well.
 
     Returns:
         JSON-ready results: run facts and one summary per detector.
@@ -270,6 +327,11 @@ def run_anomaly_bench(
         run = run_detector(name, data, models_root)
         results[name] = summarize(run, data)
         results[name]["seconds"] = round(time.perf_counter() - t0, 1)
+        t1 = time.perf_counter()
+        results[name]["scorers"] = scorer_summary(run, data, scorers)
+        if protocol == "logo":
+            results[name]["logo"] = scorer_logo(run, data, scorers)
+        results[name]["scorer_seconds"] = round(time.perf_counter() - t1, 1)
         say(
             f"  {name}: {results[name]['seconds']} s, NAB standard {results[name]['all']['standard']}"
         )
@@ -283,6 +345,8 @@ def run_anomaly_bench(
         "data": str(data_dir),
         "series": len(data),
         "points": rows,
+        "groups": sorted({k.split("/", 1)[0] for k in data}),
+        "protocol": protocol,
         "detectors": results,
     }
 
@@ -311,7 +375,44 @@ def format_tables(result: Mapping[str, Any]) -> str:
             f"| {name} | {s.get('p50_ms', 0):.3f} | {s.get('p99_ms', 0):.3f} | {op} | "
             f"{r['state_bytes_per_key'] or '-'} |"
         )
+    lines += _scorer_tables(dets)
     return "\n".join(lines)
+
+
+def _scorer_tables(dets: Mapping[str, Any]) -> list[str]:
+    """Detector x scorer: default settings, then (if run) the LOGO results."""
+    with_scorers = {n: r for n, r in dets.items() if r.get("scorers")}
+    if not with_scorers:
+        return []
+    scorers = list(next(iter(with_scorers.values()))["scorers"])
+    lines = [
+        "\nNAB standard, each detector through each scorer at its default setting "
+        "(threshold over all files, NAB's rule; F1 at that threshold)\n",
+        "| detector | " + " | ".join(scorers) + " |",
+        "|---|" + "---|" * len(scorers),
+    ]
+    for name, r in with_scorers.items():
+        cells = [f"{r['scorers'][sc]['standard']:.1f} (F1 {r['scorers'][sc]['f1']:.2f})"
+                 for sc in scorers]  # fmt: skip
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    logo = {n: r["logo"] for n, r in with_scorers.items() if r.get("logo")}
+    if logo:
+        lines += [
+            "\nLeave-one-group-out: settings chosen on the other groups; pooled held-out NAB "
+            "standard with one threshold over all files (NAB's rule) / with each group at its "
+            "fold's threshold (strict) / in-sample best (chosen on all files: leaky, for "
+            "comparison)\n",
+            "| detector | " + " | ".join(scorers) + " |",
+            "|---|" + "---|" * len(scorers),
+        ]
+        for name, r in logo.items():
+            cells = [
+                f"{r[sc]['pooled']['standard']:.1f} / {r[sc]['strict_standard']:.1f} / "
+                f"{r[sc]['in_sample_best_standard']:.1f}"
+                for sc in scorers
+            ]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -323,8 +424,14 @@ def _handle(args: argparse.Namespace) -> int:
         return 2
     data = Path(args.data) if args.data else default_data_dir()
     models = Path(args.models) if args.models else None
+    scorers = [x.strip() for x in args.scorers.split(",") if x.strip()]
+    if not scorers or any(x not in SCORERS for x in scorers):
+        print(f"--scorers: choose from {', '.join(SCORERS)}", file=sys.stderr)
+        return 2
     try:
-        result = run_anomaly_bench(data, detectors, models, lambda line: print(line, flush=True))
+        result = run_anomaly_bench(
+            data, detectors, models, lambda line: print(line, flush=True), scorers, args.protocol
+        )
     except SetupError as e:
         print(f"bench anomaly: {e}", file=sys.stderr)
         return 1
@@ -361,6 +468,20 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="folder with hybrid/ and lstm/ models (default: $FLINKAI_HOME/models/anomaly; "
         "build them with `flinkai model train-anomaly`)",
+    )
+    parser.add_argument(
+        "--scorers",
+        default=",".join(SCORERS),
+        help="scorer options every detector's output goes through, side by side "
+        f"(comma-separated subset of: {', '.join(SCORERS)})",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=("fixed", "logo"),
+        default="fixed",
+        help="fixed: each scorer at its default setting; logo: also choose each scorer's "
+        "setting leave-one-group-out (on the other NAB groups' files only) and report the "
+        "pooled held-out score",
     )
     parser.set_defaults(handler=_handle)
 

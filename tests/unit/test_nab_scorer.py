@@ -92,10 +92,25 @@ def _load_local(root: Path) -> dict[str, nab.NabSeries]:
     return nab.load_nab_folder(root)
 
 
+#: The shared NAB subset beside the checkout (CI has it there).
+SHARED_NAB = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "nab"
+
+
 @pytest.fixture
-def local_series(shared_datasets: Path) -> dict[str, nab.NabSeries]:
-    """The NAB subset in the shared datasets folder, read once."""
-    return _load_local(shared_datasets / "nab")
+def local_series() -> dict[str, nab.NabSeries]:
+    """The NAB subset in the shared datasets folder, read once; its absence fails, never skips."""
+    return _load_local(nab.require_nab_folder(SHARED_NAB))
+
+
+def test_require_nab_folder(tmp_path: Path) -> None:
+    with pytest.raises(NabDataError, match=r"NAB data not found at .*shared subset"):
+        nab.require_nab_folder(tmp_path)
+    (tmp_path / "data").mkdir()
+    with pytest.raises(NabDataError):  # data/ without a windows file
+        nab.require_nab_folder(tmp_path)
+    (tmp_path / "labels").mkdir()
+    (tmp_path / "labels" / "combined_windows.json").write_text("{}")
+    assert nab.require_nab_folder(tmp_path) == tmp_path  # a clone of NAB's layout
 
 
 def test_loader_windows_match_fixture_rows(local_series: dict[str, nab.NabSeries]) -> None:

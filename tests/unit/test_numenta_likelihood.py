@@ -54,8 +54,10 @@ def test_moving_average_restarts_at_the_start() -> None:
 def test_learning_then_first_fit_by_hand() -> None:
     lk = NumentaLikelihood(SMALL)
     raws = [0.9, 0.9, 0.1, 0.3, 0.2]
-    # learning 2 + estimation 3: five points of no opinion.
-    assert [lk.score(r, float(i)) for i, r in enumerate(raws)] == [NO_OPINION] * 5
+    # learning 2 + estimation 3: five points of no opinion (likelihood 0.5, log scale 0.03).
+    learning = [lk.score(r, float(i)) for i, r in enumerate(raws)]
+    assert learning == [log_likelihood(NO_OPINION)] * 5
+    assert learning[0] == pytest.approx(0.0301, abs=1e-4)
     assert lk.dist is None
     out = lk.score(0.6, 5.0)
     # Fit at point 5: averages (window 2) [0.9, 0.9, 0.5, 0.2, 0.25], the first two
@@ -140,9 +142,10 @@ def test_repeated_red_alerts_are_suppressed() -> None:
 
 def test_value_outside_the_seen_range_scores_one() -> None:
     lk = NumentaLikelihood(NumentaConfig(**{**SMALL.__dict__, "spatial": True}))
-    assert lk.score(0.0, 0.0) == NO_OPINION  # one value: no range yet
-    assert lk.score(0.0, 10.0) == NO_OPINION  # range [0, 10]: tolerance 0.5
-    assert lk.score(0.0, 10.4) == NO_OPINION  # inside the tolerance
+    learning = log_likelihood(NO_OPINION)
+    assert lk.score(0.0, 0.0) == learning  # one value: no range yet
+    assert lk.score(0.0, 10.0) == learning  # range [0, 10]: tolerance 0.5
+    assert lk.score(0.0, 10.4) == learning  # inside the tolerance
     assert lk.score(0.0, 11.0) == 1.0  # 11 > 10.4 + 0.52
     assert lk.score(0.0, -0.6) == 1.0  # below 0 - 0.55
 
