@@ -103,6 +103,10 @@ def _suite(args: argparse.Namespace) -> int:
     print(f"profile {args.profile}: {', '.join(e.name for e in entries)}", flush=True)
     if missing:
         print(f"not in the suite yet (no suite_entry): {', '.join(missing)}", flush=True)
+    if not args.no_build:
+        from flinkai.bench.prepare import prepare
+
+        prepare([e.name for e in entries], progress=lambda line: print(line, flush=True))
     results = run_suite(entries, args.profile, out, charts=not args.no_charts)
     for r in results:
         print(f"  {r.name}: {'failed: ' + r.error if r.error else f'{len(r.rows)} rows'}")
@@ -120,4 +124,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="folder for the results")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run only these entries")
     p.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
+    p.add_argument(
+        "--no-build",
+        action="store_true",
+        help="do not build missing artefacts first (int8 model, anomaly models); "
+        "rows that need them say why in their note",
+    )
     p.set_defaults(handler=_suite)

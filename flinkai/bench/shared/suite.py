@@ -52,6 +52,7 @@ __all__ = [
     "not_run",
     "render_matrix",
     "run_suite",
+    "short_reason",
     "write_charts",
 ]
 
@@ -235,14 +236,39 @@ def render_matrix(results: Sequence[EntryResult], machine: Mapping[str, Any]) ->
     return "\n".join(lines) + "\n"
 
 
+#: A reason up to this long may stand in a cell; a longer one is said once, in the note.
+SHORT_REASON = 24
+
+
+def short_reason(value: Any, note: Any) -> Any:
+    """A cell that repeats (part of) its row's note, cut to the reason's first words.
+
+    ``"n/a (variant 'int8' has not been exported ...)"`` becomes ``"n/a"`` when the
+    row's ``note`` already says it, so an unavailable row reads as one reason in its
+    note column and a short word in each cell, not 20 copies of the reason.
+    """
+    if not (isinstance(value, str) and isinstance(note, str)) or len(value) <= SHORT_REASON:
+        return value
+    if value not in note:
+        return value
+    return value.split(" (", 1)[0].split(":", 1)[0].strip() or value
+
+
 def _table(rows: Sequence[Row]) -> list[str]:
     if not rows:
         return ["no rows"]
     columns = list(dict.fromkeys(k for row in rows for k in row))
+
+    def cell(row: Row, column: str) -> str:
+        value = row.get(column)
+        if column != "note":
+            value = short_reason(value, row.get("note"))
+        return _cell(value)
+
     return [
         "| " + " | ".join(columns) + " |",
         "|" + "---|" * len(columns),
-        *("| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in rows),
+        *("| " + " | ".join(cell(r, c) for c in columns) + " |" for r in rows),
     ]
 
 
