@@ -29,3 +29,21 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return train_model(
         spec, SHARED_NAB, out, TrainOptions(epochs=2, threads=1), ["realTraffic"]
     ).folder
+
+
+@pytest.fixture(scope="session")
+def risk_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Fraud and credit models (30 trees each) trained on the shared risk data, as ONNX.
+
+    Trained once per session: the risk job tests need real models and scores, not the
+    best ones (``flinkai model train-risk`` builds those).
+    """
+    pytest.importorskip("lightgbm")
+    from flinkai.agents.data import default_fraud_file
+    from flinkai.agents.train import TrainOptions, train_risk_models
+
+    if not default_fraud_file().is_file():
+        pytest.skip(f"risk data not found at {default_fraud_file()}")
+    out = tmp_path_factory.mktemp("risk-models")
+    train_risk_models(out, options=TrainOptions(n_estimators=30))
+    return out
