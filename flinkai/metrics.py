@@ -38,6 +38,7 @@ __all__ = [
     "GROUP",
     "METRICS",
     "PROMETHEUS_PREFIX",
+    "DriftKeyMetrics",
     "MetricSpec",
     "flinkai_group",
     "gauge",
@@ -96,6 +97,16 @@ DRIFT_JSD = MetricSpec(
 DRIFT_Z = MetricSpec(
     "drift_z_milli", "gauge", "z-score of that divergence against recent periods, x1000", scale=1e3
 )
+DRIFT_SCORE = MetricSpec(
+    "drift_score_milli",
+    "gauge",
+    "drift score of the key (label key) after its latest event, x1000: jsd, the largest "
+    "z-score of the last test; cusum, chart value over threshold (1000 = alarm)",
+    scale=1e3,
+)
+DRIFT_DETECTED = MetricSpec(
+    "drift_detected_total", "counter", "drift events raised for the key (label key)"
+)
 WINDOW_LENGTH_MS = MetricSpec(
     "window_length_ms", "gauge", "length chosen for the next adaptive window, ms"
 )
@@ -128,6 +139,8 @@ METRICS: dict[str, MetricSpec] = {
         DRIFT_SKIPPED_ROWS,
         DRIFT_JSD,
         DRIFT_Z,
+        DRIFT_SCORE,
+        DRIFT_DETECTED,
         WINDOW_LENGTH_MS,
         INTERNAL_ERRORS,
         LLM_PREFIX_MISSES,
@@ -182,6 +195,40 @@ def labelled_counter(group: Any, spec: MetricSpec, label: str) -> Callable[[str,
         counter.inc(n)
 
     return inc
+
+
+class DriftKeyMetrics:
+    """Per-key drift metrics on a passed-in metric group: score gauge and detection counter.
+
+    Each key gets a Flink key/value sub-group ``key=<key>``, which the Prometheus
+    reporter exports as the label ``key="<key>"``; the series of one key are
+    registered on its first value.
+
+    Args:
+        group: The ``flinkai`` metric group (or any object with ``add_group`` and
+            ``counter``, e.g. a test double).
+    """
+
+    def __init__(self, group: Any) -> None:
+        self._group = group
+        self._scores: dict[str, Callable[[float], None]] = {}
+        self._detected: dict[str, Any] = {}
+
+    def score(self, key: str, value: float) -> None:
+        """Set the key's drift score."""
+        setter = self._scores.get(key)
+        if setter is None:
+            setter = self._scores[key] = gauge(self._group.add_group("key", key), DRIFT_SCORE)
+        setter(value)
+
+    def detected(self, key: str) -> None:
+        """Count one drift event of the key."""
+        counter = self._detected.get(key)
+        if counter is None:
+            counter = self._detected[key] = self._group.add_group("key", key).counter(
+                DRIFT_DETECTED.name
+            )
+        counter.inc()
 
 
 def reporter_jar() -> Path | None:

@@ -32,7 +32,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -45,11 +45,13 @@ from flinkai.drift.baselines import (
     JSDWindowDetector,
     RiverDetector,
     RiverParams,
+    SequentialDetector,
     StreamDetector,
     fixed_window_config,
     plain_config,
     require_river,
 )
+from flinkai.drift.sequential import CusumConfig
 from flinkai.drift.streams import DriftStream, ShiftType, StreamSpec, build_streams
 from flinkai.errors import FlinkAIError, SetupError
 from flinkai.paths import cache_root
@@ -59,11 +61,14 @@ __all__ = [
     "DetectorSpec",
     "DriftBenchResult",
     "GroupScore",
+    "LongNoneScore",
     "StreamScore",
     "cached_embeddings",
+    "format_long_none",
     "format_table",
     "register",
     "run_drift_bench",
+    "run_long_none",
     "score_stream",
     "suite_entry",
     "summarize",
@@ -89,6 +94,10 @@ def _jsd(name: str, cfg: DriftConfig) -> Callable[[], StreamDetector]:
     return lambda: JSDWindowDetector(name, cfg)
 
 
+def _cusum(name: str, cfg: CusumConfig) -> Callable[[], StreamDetector]:
+    return lambda: SequentialDetector(name, cfg)
+
+
 def _river(name: str, spec: RiverParams) -> Callable[[], StreamDetector]:
     return lambda: RiverDetector(name, spec)
 
@@ -110,6 +119,12 @@ DETECTORS: dict[str, DetectorSpec] = {
             "jsd-30s",
             "flinkai JSDDriftDetector, defaults (30 s periods, 5 s checkpoints)",
             _jsd("jsd-30s", DriftConfig()),
+        ),
+        DetectorSpec(
+            "cusum",
+            "flinkai CusumDriftDetector, defaults: decides at every event, two CUSUM charts "
+            f"calibrated to an ARL of {CusumConfig().arl_events:,.0f} events",
+            _cusum("cusum", CusumConfig()),
         ),
         DetectorSpec(
             "fixed-10s",
@@ -192,6 +207,29 @@ class GroupScore:
     median_delay_ms: float | None
 
 
+@dataclass(frozen=True)
+class LongNoneScore:
+    """One detector on one long no-shift stream: every detection is a false alarm.
+
+    Attributes:
+        detector: Detector name.
+        seed: Seed of the stream.
+        hours: Event-time length of the stream.
+        events: Events in it.
+        false_alarms: Detections.
+        false_alarms_per_hour: ``false_alarms / hours``.
+        detections_s: Their event times.
+    """
+
+    detector: str
+    seed: int
+    hours: float
+    events: int
+    false_alarms: int
+    false_alarms_per_hour: float
+    detections_s: tuple[float, ...]
+
+
 @dataclass
 class DriftBenchResult:
     """Everything one benchmark run measured, plus how it was set up."""
@@ -199,6 +237,7 @@ class DriftBenchResult:
     setup: dict[str, Any]
     groups: list[GroupScore] = field(default_factory=list)
     streams: list[StreamScore] = field(default_factory=list)
+    long_none: list[LongNoneScore] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -206,6 +245,7 @@ class DriftBenchResult:
                 "setup": self.setup,
                 "groups": [asdict(g) for g in self.groups],
                 "streams": [asdict(s) for s in self.streams],
+                "long_none": [asdict(s) for s in self.long_none],
             },
             indent=2,
         )
@@ -368,6 +408,68 @@ def run_drift_bench(
     return result
 
 
+def run_long_none(
+    labels: np.ndarray,
+    vectors: np.ndarray,
+    seeds: Sequence[int],
+    hours: float,
+    detectors: Sequence[str],
+    base: StreamSpec | None = None,
+    progress: TextIO | None = None,
+) -> list[LongNoneScore]:
+    """False alarms per hour: each detector on one long no-shift stream per seed.
+
+    Args:
+        labels: Class of each corpus row.
+        vectors: Embedding of each corpus row.
+        seeds: One stream per seed.
+        hours: Event-time length of each stream.
+        detectors: Names from :data:`DETECTORS`.
+        base: Stream template (rates, mix); shift, seed and duration are replaced.
+        progress: Where to print one line per detector; ``None`` for silence.
+    """
+    template = replace(base or StreamSpec(shift="none"), duration_s=hours * 3600.0)
+    streams = build_streams(labels, seeds, ("none",), template)
+    out: list[LongNoneScore] = []
+    for name in detectors:
+        t0 = time.perf_counter()
+        for stream in streams:
+            score = run_detector(DETECTORS[name], stream, vectors, 0.0)
+            out.append(
+                LongNoneScore(
+                    detector=name,
+                    seed=stream.spec.seed,
+                    hours=hours,
+                    events=len(stream),
+                    false_alarms=score.false_alarms,
+                    false_alarms_per_hour=score.false_alarms / hours,
+                    detections_s=score.detections_s,
+                )
+            )
+        if progress is not None:
+            print(
+                f"long no-shift: {name}: {len(streams)} x {hours:g} h in "
+                f"{time.perf_counter() - t0:.1f} s",
+                file=progress,
+                flush=True,
+            )
+    return out
+
+
+def format_long_none(scores: Sequence[LongNoneScore]) -> str:
+    """False alarms per hour on the long no-shift streams, one line per detector."""
+    lines = [f"{'detector':<17} {'streams':>7} {'hours':>7} {'events':>9} {'FA':>4} {'FA/h':>7}"]
+    for name in dict.fromkeys(s.detector for s in scores):
+        mine = [s for s in scores if s.detector == name]
+        hours = sum(s.hours for s in mine)
+        fa = sum(s.false_alarms for s in mine)
+        lines.append(
+            f"{name:<17} {len(mine):>7} {hours:>7.0f} {sum(s.events for s in mine):>9,} "
+            f"{fa:>4} {fa / hours:>7.4f}"
+        )
+    return "\n".join(lines)
+
+
 def _fmt(value: float | None, spec: str) -> str:
     return (
         "-"
@@ -519,6 +621,8 @@ def _handle(args: argparse.Namespace) -> int:
 
     if args.seeds < 1:
         raise SetupError("--seeds must be >= 1")
+    if not args.long_none_hours >= 0:
+        raise SetupError("--long-none-hours must be >= 0")
     if not args.tolerance_s >= 0:
         raise SetupError("--tolerance-s must be >= 0")
     detectors = [d.strip() for d in args.detectors.split(",") if d.strip()]
@@ -546,7 +650,17 @@ def _handle(args: argparse.Namespace) -> int:
         labels, vectors, seeds, detectors, tolerance_s=args.tolerance_s, progress=err
     )
     result.setup["embeddings"] = provenance
+    if args.long_none_hours > 0:
+        result.long_none = run_long_none(
+            labels, vectors, seeds, args.long_none_hours, detectors, progress=err
+        )
+        result.setup["long_none_hours"] = args.long_none_hours
     print(format_table(result))
+    if result.long_none:
+        print(
+            f"\nNo-shift streams of {args.long_none_hours:g} h (every detection is a false alarm)"
+        )
+        print(format_long_none(result.long_none))
     print()
     for name in detectors:
         print(f"  {name:<17} {DETECTORS[name].description}")
@@ -576,6 +690,14 @@ def register(subparsers: Any) -> None:
         help="a detection counts up to this long after the change ends (120)",
     )
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument(
+        "--long-none-hours",
+        type=float,
+        default=0.0,
+        metavar="H",
+        help="also run each detector on one no-shift stream of H hours per seed and "
+        "report false alarms per hour (0: off)",
+    )
     parser.add_argument(
         "--detectors",
         default=",".join(DETECTORS),

@@ -7,6 +7,8 @@ order, and report the event time at which they flag a drift:
   with :func:`fixed_window_config` it is the "what a fixed 10 s window system does"
   baseline, with :func:`plain_config` the method exactly as first specified
   (previous period, raw JSD, no gate).
+* :class:`SequentialDetector` wraps :class:`~flinkai.drift.sequential.CusumDriftDetector`,
+  which decides at every event.
 * :class:`RiverDetector` feeds river's ``ADWIN`` or ``PageHinkley`` the per-event
   cosine distance to a running reference centroid (:class:`RunningCentroidDistance`).
 
@@ -25,6 +27,7 @@ import numpy as np
 
 from flinkai.config import DriftConfig
 from flinkai.drift.detector import JSDDriftDetector
+from flinkai.drift.sequential import CusumConfig, CusumDriftDetector
 from flinkai.errors import MissingDependencyError
 
 __all__ = [
@@ -33,6 +36,7 @@ __all__ = [
     "RiverKind",
     "RiverParams",
     "RunningCentroidDistance",
+    "SequentialDetector",
     "StreamDetector",
     "fixed_window_config",
     "plain_config",
@@ -115,6 +119,28 @@ class JSDWindowDetector:
         # Any time past the open period closes it.
         event = self.detector.advance_to(event_time_s + self.cfg.period_s)
         return None if event is None else event.period_end_s
+
+
+class SequentialDetector:
+    """:class:`CusumDriftDetector` behind the :class:`StreamDetector` interface.
+
+    Args:
+        name: Label in benchmark output.
+        cfg: Detector parameters.
+    """
+
+    def __init__(self, name: str, cfg: CusumConfig) -> None:
+        self.name = name
+        self.cfg = cfg
+        self.detector = CusumDriftDetector(cfg)
+
+    def update(self, embedding: np.ndarray, event_time_s: float) -> float | None:
+        event = self.detector.update(embedding, event_time_s)
+        return None if event is None else event.period_end_s
+
+    def finish(self, event_time_s: float) -> float | None:
+        # Every event was decided on arrival: nothing is left open.
+        return None
 
 
 class RunningCentroidDistance:

@@ -111,7 +111,7 @@ log = logging.getLogger(__name__)
 _LN2 = math.log(2.0)
 
 Reference = Literal["recent", "baseline"]
-Statistic = Literal["jsd", "shift"]
+Statistic = Literal["jsd", "shift", "cusum"]
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,8 @@ class DriftEvent:
         n: Events in the span.
         significance: Significance of the statistic that fired.
         reference: Which comparison fired: ``recent`` or ``baseline``.
-        statistic: Which statistic fired: ``jsd`` or ``shift``.
+        statistic: Which statistic fired: ``jsd``, ``shift`` or ``cusum``
+            (:class:`~flinkai.drift.sequential.CusumDriftDetector`).
         shift: Mean distance of the span minus that of the reference.
     """
 

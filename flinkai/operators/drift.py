@@ -18,15 +18,26 @@ Options:
     key: Column to key by (any type; compared as a string).
     time: Event-time column, epoch milliseconds (BIGINT) or a TIMESTAMP.
     embedding: ``ARRAY<FLOAT>`` (or DOUBLE) column.
+    detector: ``jsd`` (default, :class:`~flinkai.drift.detector.JSDDriftDetector`,
+        decides at period ends and checkpoints) or ``cusum``
+        (:class:`~flinkai.drift.sequential.CusumDriftDetector`, decides at every event).
     drift.<field>: A :class:`~flinkai.drift.detector.DriftConfig` field, e.g.
-        ``'drift.period_s' = '5'``.
+        ``'drift.period_s' = '5'`` (``jsd``).
+    cusum.<field>: A :class:`~flinkai.drift.sequential.CusumConfig` field, e.g.
+        ``'cusum.arl_events' = '100000'`` (``cusum``).
     window.<field>: An :class:`~flinkai.functions.adaptive_window.AdaptiveWindowConfig`
         field, e.g. ``'window.base_ms' = '2000'`` (``adaptive_windows`` only).
 
 Settings resolve, lowest precedence first: the dataclass defaults, a ``drift`` /
 ``adaptive_window`` section of the flinkai config when it has one, Flink options
-``flinkai.drift.<field>`` / ``flinkai.adaptive_window.<field>`` (``SET`` or
+``flinkai.drift.<field>`` / ``flinkai.cusum.<field>`` /
+``flinkai.adaptive_window.<field>`` and ``flinkai.drift_detector`` (``SET`` or
 ``runtime.flink_conf``), then the statement's options.
+
+Metrics per key (a ``key`` label): ``drift_score_milli``, the detector's score (the
+largest z-score of the last test for ``jsd``; chart over threshold for ``cusum``,
+1000 at an alarm), and ``drift_detected_total``. Each key is one series: keep keys
+few (streams or topics, not users).
 
 Time semantics:
     Drift periods follow **event time** from the ``time`` column, fed to the
@@ -65,6 +76,7 @@ import numpy as np
 from flinkai import metrics
 from flinkai.config import AdaptiveWindowConfig, DriftConfig, coerce_value
 from flinkai.drift.detector import DriftEvent, JSDDriftDetector
+from flinkai.drift.sequential import CusumConfig, CusumDriftDetector
 from flinkai.errors import ConfigError
 from flinkai.functions.adaptive_window import AdaptiveWindowSizer
 from flinkai.functions.guard import ErrorPolicy, RowGuard
@@ -73,6 +85,7 @@ if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment, Table
 
 __all__ = [
+    "DETECTORS",
     "DRIFT_FIELDS",
     "WINDOW_FIELDS",
     "DriftRow",
@@ -100,6 +113,9 @@ WINDOW_FIELDS = (
 )
 
 _REQUIRED = ("key", "time", "embedding")
+DetectorKind = Literal["jsd", "cusum"]
+#: Values of the ``detector`` option.
+DETECTORS: tuple[DetectorKind, ...] = ("jsd", "cusum")
 #: Event time of the final watermark a bounded input emits (Long.MAX_VALUE).
 END_OF_INPUT = 2**63 - 1
 C = TypeVar("C")
@@ -208,8 +224,10 @@ class KeyState:
 
     Args:
         key: The key (for output rows).
-        drift_cfg: Detector parameters.
+        drift_cfg: Parameters of the ``jsd`` detector.
         window_cfg: Window parameters; ``None`` disables windows (no timers).
+        cusum_cfg: When given, the key runs the per-event ``cusum`` detector
+            with these parameters instead of the ``jsd`` one.
     """
 
     def __init__(
@@ -217,9 +235,12 @@ class KeyState:
         key: str,
         drift_cfg: DriftConfig,
         window_cfg: AdaptiveWindowConfig | None = None,
+        cusum_cfg: CusumConfig | None = None,
     ) -> None:
         self.key = key
-        self.detector = JSDDriftDetector(drift_cfg)
+        self.detector: JSDDriftDetector | CusumDriftDetector = (
+            JSDDriftDetector(drift_cfg) if cusum_cfg is None else CusumDriftDetector(cusum_cfg)
+        )
         self.sizer = AdaptiveWindowSizer(window_cfg) if window_cfg is not None else None
         self.window: _Window | None = None
 
@@ -236,6 +257,7 @@ class KeyState:
         return {
             "version": self.SNAPSHOT_VERSION,
             "key": self.key,
+            "detector_kind": "cusum" if isinstance(self.detector, CusumDriftDetector) else "jsd",
             "detector": self.detector.snapshot(),
             "sizer": None if self.sizer is None else self.sizer.snapshot(),
             "window": None if self.window is None else dataclasses.asdict(self.window),
@@ -247,16 +269,23 @@ class KeyState:
         snap: Mapping[str, Any],
         drift_cfg: DriftConfig,
         window_cfg: AdaptiveWindowConfig | None = None,
+        cusum_cfg: CusumConfig | None = None,
     ) -> KeyState:
         """Rebuild a key's state from a :meth:`snapshot` with the *current* config.
+
+        A job restored with the other detector kind starts that detector afresh.
 
         Raises:
             ValueError: The snapshot has a layout version this code does not know.
         """
         if snap.get("version") != cls.SNAPSHOT_VERSION:
             raise ValueError(f"unknown drift key-state version {snap.get('version')!r}")
-        state = cls(str(snap["key"]), drift_cfg, window_cfg)
-        state.detector = JSDDriftDetector.from_snapshot(snap["detector"], drift_cfg)
+        state = cls(str(snap["key"]), drift_cfg, window_cfg, cusum_cfg)
+        kind = snap.get("detector_kind", "jsd")  # snapshots before the cusum option
+        if cusum_cfg is None and kind == "jsd":
+            state.detector = JSDDriftDetector.from_snapshot(snap["detector"], drift_cfg)
+        elif cusum_cfg is not None and kind == "cusum":
+            state.detector = CusumDriftDetector.from_snapshot(snap["detector"], cusum_cfg)
         if window_cfg is not None and snap["sizer"] is not None:
             state.sizer = AdaptiveWindowSizer.from_snapshot(snap["sizer"], window_cfg)
             if snap["window"] is not None:
@@ -380,8 +409,10 @@ class OperatorOptions:
         key: Key column.
         time: Event-time column.
         embedding: Embedding column.
-        drift: Detector parameters.
+        drift: Parameters of the ``jsd`` detector.
         window: Window parameters.
+        detector: ``jsd`` or ``cusum``.
+        cusum: Parameters of the ``cusum`` detector.
     """
 
     key: str
@@ -389,6 +420,13 @@ class OperatorOptions:
     embedding: str
     drift: DriftConfig
     window: AdaptiveWindowConfig
+    detector: DetectorKind = "jsd"
+    cusum: CusumConfig = field(default_factory=CusumConfig)
+
+    @property
+    def cusum_cfg(self) -> CusumConfig | None:
+        """The ``cusum`` parameters when that detector is chosen, else ``None``."""
+        return self.cusum if self.detector == "cusum" else None
 
 
 def _build(cls: type[C], base: Mapping[str, Any], overrides: Mapping[str, str], where: str) -> C:
@@ -426,13 +464,20 @@ def parse_options(
     missing = [k for k in _REQUIRED if not options.get(k)]
     if missing:
         raise ConfigError(f"missing option(s) {missing}; required: {list(_REQUIRED)}")
-    unknown = [k for k in options if k not in _REQUIRED and not k.startswith(("drift.", "window."))]
+    unknown = [
+        k
+        for k in options
+        if k not in (*_REQUIRED, "detector") and not k.startswith(("drift.", "window.", "cusum."))
+    ]
     if unknown:
         raise ConfigError(
-            f"unknown option(s) {unknown}; expected {list(_REQUIRED)}, 'drift.<field>' "
-            "or 'window.<field>'"
+            f"unknown option(s) {unknown}; expected {list(_REQUIRED)}, 'detector', "
+            "'drift.<field>', 'cusum.<field>' or 'window.<field>'"
         )
     conf = flink_conf or {}
+    detector = options.get("detector") or conf.get("flinkai.drift_detector") or "jsd"
+    if detector not in DETECTORS:
+        raise ConfigError(f"unknown detector {detector!r}; known: {list(DETECTORS)}")
 
     def section(name: str) -> dict[str, Any]:
         value = getattr(config, name, None)
@@ -452,7 +497,16 @@ def parse_options(
         layered("flinkai.adaptive_window.", "window."),
         "window.",
     )
-    return OperatorOptions(options["key"], options["time"], options["embedding"], drift, window)
+    cusum = _build(CusumConfig, section("cusum"), layered("flinkai.cusum.", "cusum."), "cusum.")
+    return OperatorOptions(
+        options["key"],
+        options["time"],
+        options["embedding"],
+        drift,
+        window,
+        typing.cast(DetectorKind, detector),
+        cusum,
+    )
 
 
 def _no_rows(_: object, __: Exception) -> list[Any]:
@@ -496,6 +550,7 @@ def _make_process_function(
 
     window_cfg = opts.window if emit == "windows" else None
     drift_cfg = opts.drift
+    cusum_cfg = opts.cusum_cfg
 
     class _Process(KeyedProcessFunction):
         def open(self, runtime_context: RuntimeContext) -> None:
@@ -512,12 +567,15 @@ def _make_process_function(
             self._jsd = metrics.gauge(group, metrics.DRIFT_JSD)
             self._z = metrics.gauge(group, metrics.DRIFT_Z)
             self._window_ms = metrics.gauge(group, metrics.WINDOW_LENGTH_MS)
+            self._key_metrics = metrics.DriftKeyMetrics(group)
             internal = group.counter(metrics.INTERNAL_ERRORS.name)
             self._guard = RowGuard(f"flinkai-{emit}", udf_errors, internal.inc)
 
         def _load(self) -> KeyState | None:
             snap = self._state.value()
-            return None if snap is None else KeyState.from_snapshot(snap, drift_cfg, window_cfg)
+            if snap is None:
+                return None
+            return KeyState.from_snapshot(snap, drift_cfg, window_cfg, cusum_cfg)
 
         def _store(self, state: KeyState) -> None:
             self._state.update(state.snapshot())
@@ -530,6 +588,7 @@ def _make_process_function(
                 timers.register_processing_time_timer(t)
             if step.drift is not None:
                 self._drifts.inc()
+                self._key_metrics.detected(step.drift.key)
                 if emit == "drift":
                     yield Row(*step.drift.as_tuple())
             if step.window is not None and emit == "windows":
@@ -549,7 +608,9 @@ def _make_process_function(
                 self._skipped.inc()  # rows the embedding step failed on carry no vector
                 return
             stored = self._load()
-            state = stored if stored is not None else KeyState(key, drift_cfg, window_cfg)
+            state = (
+                stored if stored is not None else KeyState(key, drift_cfg, window_cfg, cusum_cfg)
+            )
             if stored is None:
                 # Fires only on the final watermark of a bounded input (and with the
                 # key's timers it is part of checkpoints): the end-of-input flush.
@@ -561,6 +622,7 @@ def _make_process_function(
                 self._skipped.inc()  # a zero vector says nothing about the distribution
                 return
             self._store(state)
+            self._key_metrics.score(key, state.detector.score)
             last = state.detector.last
             if last is not None:
                 self._jsd(last.jsd)
