@@ -52,6 +52,7 @@ __all__ = [
     "export_model",
     "render_triton_config",
     "verify_export",
+    "write_triton_repository",
 ]
 
 log = logging.getLogger(__name__)
@@ -207,7 +208,7 @@ def export_model(
         t0 = time.perf_counter()
         say(f"[3/5] writing {TOKENIZER_FILE} (truncation {max_seq_length}) and triton/")
         _write_tokenizer(source_dir / TOKENIZER_FILE, work / TOKENIZER_FILE, max_seq_length)
-        _write_triton_repository(work, model_config.name, dim, triton_instance_kind)
+        write_triton_repository(work, model_config.name, dim, triton_instance_kind)
         timings["files"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -478,7 +479,8 @@ def _write_tokenizer(source: Path, dest: Path, max_seq_length: int) -> None:
     tokenizer.save(str(dest))
 
 
-def _write_triton_repository(root: Path, name: str, dim: int, kind: Literal["gpu", "cpu"]) -> None:
+def write_triton_repository(root: Path, name: str, dim: int, kind: Literal["gpu", "cpu"]) -> None:
+    """Write ``root/triton/<name>``: the config and a link to (or copy of) ``model.onnx``."""
     model_dir = root / TRITON_DIR / name
     version_dir = model_dir / "1"
     version_dir.mkdir(parents=True)

@@ -73,6 +73,9 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 def child(payload: str) -> None:
     spec = json.loads(payload)
     texts = _texts(spec["limit"])
+    events = spec["args"].get("events")
+    if events:  # more events than the corpus has rows: cycle through it
+        texts = [texts[i % len(texts)] for i in range(int(events))]
     with RssSampler() as rss:
         _SAMPLER = rss
         result = {**VARIANTS, **GPU_VARIANTS}[spec["kind"]](texts, spec["args"])

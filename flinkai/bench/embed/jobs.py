@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,8 +112,13 @@ def bounded_job_run(
     script: Path,
     variables: Mapping[str, str],
     udf_dirs: tuple[Path, ...],
+    on_submit: Callable[[str], None] | None = None,
 ) -> BoundedRun:
-    """Produce ``texts`` as click events, run the job to the end, read both outputs back."""
+    """Produce ``texts`` as click events, run the job to the end, read both outputs back.
+
+    ``on_submit`` is called with the result topic just before the job is submitted
+    (a profiler waits for the first results there).
+    """
     from flinkai.kafka.admin import consume_all, produce
     from flinkai.runtime.guarantees import for_bounded_scan
     from flinkai.runtime.runner import RunOptions, run_script
@@ -121,6 +126,8 @@ def bounded_job_run(
     topics = _topics("b")
     _create_topics(bootstrap, topics, config)
     produce(bootstrap, topics[0], [_event(f"b-{i}", t, i) for i, t in enumerate(texts)])
+    if on_submit is not None:
+        on_submit(topics[1])
     started = time.monotonic()
     submitted = time.time()
     run_script(

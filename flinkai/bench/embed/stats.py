@@ -16,6 +16,7 @@ __all__ = [
     "SteadyRate",
     "batch_steady_rate",
     "cpu_between",
+    "cpu_by_kind_between",
     "event_latencies_ms",
     "half_rate",
     "latency_windows",
@@ -269,3 +270,16 @@ def cpu_between(series: Sequence[tuple[float, float]], t0: float, t1: float) -> 
     if t0 < times[0] or t1 > times[-1]:
         return None
     return float(np.interp(t1, times, cpu) - np.interp(t0, times, cpu))
+
+
+def cpu_by_kind_between(
+    series: Sequence[tuple[float, Mapping[str, float]]], t0: float, t1: float
+) -> dict[str, float]:
+    """CPU seconds per process kind in ``[t0, t1]`` (see :func:`cpu_between`); kinds not covered are left out."""
+    kinds = sorted({k for _, by_kind in series for k in by_kind})
+    out = {}
+    for kind in kinds:
+        cpu = cpu_between([(t, by_kind.get(kind, 0.0)) for t, by_kind in series], t0, t1)
+        if cpu is not None:
+            out[kind] = cpu
+    return out

@@ -16,6 +16,7 @@ from flinkai.bench.embed.results import VariantResult
 from flinkai.bench.embed.stats import (
     batch_steady_rate,
     cpu_between,
+    cpu_by_kind_between,
     percentiles,
     steady_rate,
     two_run_rate,
@@ -332,7 +333,12 @@ def _measure_job(texts: list[str], config: Any, args: dict[str, Any]) -> Variant
                 texts[:SMALL_RUN], bootstrap, config, script, variables, udf_dirs
             )
         submitted = time.time()
-        full = bounded_job_run(texts, bootstrap, config, script, variables, udf_dirs)
+        profiler = _Profiling(bootstrap, float(args.get("profile_s") or 0))
+        full = bounded_job_run(
+            texts, bootstrap, config, script, variables, udf_dirs, on_submit=profiler.start
+        )
+        if profiler.active:
+            extra["stage_profile"] = profiler.result()
     extra["job_seconds"] = full.job_seconds
     extra["dead_letters"] = full.dead_letters
     extra["missing"] = len(texts) - full.embedded - full.dead_letters
@@ -364,6 +370,12 @@ def _measure_job(texts: list[str], config: Any, args: dict[str, Any]) -> Variant
             # Every process of the variant: Kafka, the Flink JVM, Python workers, a server.
             # Cores in use while every subtask was past its first flush, per text/s.
             extra["cpu_ms_per_text"] = cpu / (end - start) * 1000 / steady.rate
+            extra["cpu_ms_per_text_by_process"] = {
+                kind: c / (end - start) * 1000 / steady.rate
+                for kind, c in cpu_by_kind_between(
+                    RssSampler.active.kind_series, start, end
+                ).items()
+            }
     notes = []
     if small is not None:
         marginal = two_run_rate(small.embedded, small.job_seconds, full.embedded, full.job_seconds)
@@ -388,6 +400,50 @@ def _measure_job(texts: list[str], config: Any, args: dict[str, Any]) -> Variant
     return VariantResult(
         name, len(texts), rate, note="; ".join(notes), extra=extra, all_results_s=all_results_s
     )
+
+
+class _Profiling:
+    """A stage profile of the job (:mod:`flinkai.bench.shared.profile`) when asked for one.
+
+    The job's Python UDFs run in this process (loopback mode); the Flink JVM is this
+    process's Java child that is not the broker. Sampling starts at the job's first
+    result record, so it covers the busy phase, not start-up.
+    """
+
+    def __init__(self, bootstrap: str, duration_s: float) -> None:
+        self.bootstrap = bootstrap
+        self.duration_s = duration_s
+        self._profiler: Any = None
+
+    @property
+    def active(self) -> bool:
+        return self._profiler is not None
+
+    def start(self, topic: str) -> None:
+        if self.duration_s <= 0:
+            return
+        import os
+
+        from flinkai.bench.shared.profile import StageProfiler
+        from flinkai.kafka.admin import end_offsets
+
+        def ready() -> bool:
+            ends = end_offsets(self.bootstrap, topic, "read_uncommitted", timeout_s=5)
+            return sum(ends.values()) > 0
+
+        self._profiler = StageProfiler(self.duration_s, os.getpid(), _flink_jvm, ready).start()
+
+    def result(self) -> dict[str, Any]:
+        return dict(self._profiler.result().to_dict())
+
+
+def _flink_jvm() -> int | None:
+    import os
+
+    from flinkai.bench.shared.rss import process_kind, tree_usage
+
+    _, pids = tree_usage(os.getpid())
+    return next((p for p in sorted(pids) if process_kind(p) == "flink jvm"), None)
 
 
 def _latency(texts: list[str], args: dict[str, Any]) -> VariantResult:

@@ -7,7 +7,25 @@ import threading
 import time
 from typing import ClassVar
 
-__all__ = ["RssSampler", "tree_usage"]
+__all__ = ["RssSampler", "process_kind", "tree_usage"]
+
+
+def process_kind(pid: int) -> str:
+    """What a process of a bench run is, from its command line: for CPU by process."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "gone"
+    if "java" in cmd.split(" ", 1)[0]:
+        if "kafka.Kafka" in cmd:
+            return "kafka broker"
+        return "flink jvm" if "flink" in cmd or "pyflink" in cmd else "other jvm"
+    if "tritonserver" in cmd or "triton_python_backend" in cmd:
+        return "triton server"
+    if "python" in cmd:
+        return "python"
+    return "other"
 
 
 class RssSampler:
@@ -25,7 +43,10 @@ class RssSampler:
     def __init__(self, interval_s: float = 0.25) -> None:
         self.peak_bytes = 0
         self.cpu_series: list[tuple[float, float]] = []
+        #: ``(time.time(), {process kind: cumulative CPU seconds})``, as ``cpu_series``.
+        self.kind_series: list[tuple[float, dict[str, float]]] = []
         self._cpu_ticks: dict[int, int] = {}
+        self._kinds: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._interval = interval_s
@@ -51,8 +72,16 @@ class RssSampler:
         self.peak_bytes = max(self.peak_bytes, rss)
         # A process that exited keeps its last reading (its final ticks are lost).
         self._cpu_ticks.update(ticks)
-        total = sum(self._cpu_ticks.values()) / os.sysconf("SC_CLK_TCK")
-        self.cpu_series.append((time.time(), total))
+        hz = os.sysconf("SC_CLK_TCK")
+        now = time.time()
+        by_kind: dict[str, float] = {}
+        for pid, t in self._cpu_ticks.items():
+            if pid not in self._kinds:
+                self._kinds[pid] = process_kind(pid)
+            kind = self._kinds[pid]
+            by_kind[kind] = by_kind.get(kind, 0.0) + t / hz
+        self.cpu_series.append((now, sum(by_kind.values())))
+        self.kind_series.append((now, by_kind))
 
     @property
     def peak_mb(self) -> float:
