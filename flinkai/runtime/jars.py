@@ -6,6 +6,7 @@ package (``flinkai/jvm/pom.xml``) and copies the artifacts into the cache.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 import subprocess
@@ -15,12 +16,46 @@ from pathlib import Path
 from flinkai.errors import SetupError
 from flinkai.paths import jars_dir, package_dir
 
-__all__ = ["JAR_KINDS", "connector_jars", "ensure_jars", "find_jars", "resolve_jars"]
+__all__ = [
+    "JAR_KINDS",
+    "PINNED_SHA256",
+    "connector_jars",
+    "ensure_jars",
+    "find_jars",
+    "gateway_jar",
+    "resolve_jars",
+    "verify_pinned",
+]
 
 log = logging.getLogger(__name__)
 
 #: Maven profile per jar set; each lands in ``jars_dir(kind)``.
-JAR_KINDS = ("connector", "kafka")
+JAR_KINDS = ("connector", "kafka", "gateway")
+
+#: sha256 of jars whose exact bytes are pinned; a resolved jar that differs is refused.
+#: flink-sql-gateway: checked against Maven Central's .sha1 on the first fetch.
+PINNED_SHA256 = {
+    "flink-sql-gateway-2.2.1.jar": "fde5f0f6e868c84de01312a4922404f9571c68a6d879e91fc602bbafa5d735aa",
+}
+
+
+def verify_pinned(jars: list[Path]) -> list[Path]:
+    """Check every pinned jar of ``jars`` against :data:`PINNED_SHA256`.
+
+    Raises:
+        SetupError: A pinned jar's sha256 differs (a corrupt or substituted download).
+    """
+    for jar in jars:
+        want = PINNED_SHA256.get(jar.name)
+        if want is None:
+            continue
+        got = hashlib.sha256(jar.read_bytes()).hexdigest()
+        if got != want:
+            raise SetupError(
+                f"{jar}: sha256 {got} is not the pinned {want}; "
+                "remove it and run `flinkai setup --force`"
+            )
+    return jars
 
 
 def find_jars(kind: str) -> list[Path]:
@@ -54,6 +89,11 @@ def resolve_jars(kind: str, force: bool = False) -> list[Path]:
         shutil.rmtree(staging, ignore_errors=True)
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
         raise SetupError(f"Maven failed to resolve the {kind} jars:\n{tail}")
+    try:
+        verify_pinned(sorted(staging.glob("*.jar")))
+    except SetupError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     if target.exists():
         shutil.rmtree(target)
     staging.rename(target)
@@ -74,3 +114,13 @@ def connector_jars() -> list[Path]:
             "run `flinkai setup`"
         )
     return jars
+
+
+def gateway_jar() -> Path:
+    """``flink-sql-gateway``, checked against its pin; fails clearly when setup has not run."""
+    jars = [j for j in find_jars("gateway") if j.name.startswith("flink-sql-gateway")]
+    if not jars:
+        raise SetupError(
+            f"flink-sql-gateway is missing from {jars_dir('gateway')}; run `flinkai setup`"
+        )
+    return verify_pinned(jars)[0]
