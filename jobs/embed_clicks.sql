@@ -2,6 +2,10 @@
 -- Events that cannot be embedded go to a dead-letter topic with the reason and their
 -- source offset; they never stop the job and are never dropped.
 --
+-- Vectors are a JSON array of floats (embedding_vec) by default; with
+-- `--set embedding.vector_encoding=f32` they are raw little-endian float32 bytes,
+-- base64 (embedding_f32): numpy.frombuffer(base64.b64decode(v), '<f4').
+--
 -- Placeholders (fill with --var NAME=VALUE, env vars, or `vars:` in configs/*.yaml):
 --   KAFKA_BOOTSTRAP, CLICKS_TOPIC, EMBEDDINGS_TOPIC, DLQ_TOPIC,
 --   SCAN_BOUNDED_MODE (unbounded | latest-offset: stop at the offsets seen at start)
@@ -39,6 +43,9 @@ CREATE TEMPORARY TABLE click_outputs (
   `topic` STRING METADATA,
   user_id STRING,
   embedding_vec ARRAY<FLOAT>,
+  -- set instead of embedding_vec with embedding.vector_encoding=f32: raw float32 bytes,
+  -- base64 in the JSON; writing 384 decimals is most of the JVM's work per event
+  embedding_f32 BYTES,
   event_time STRING,
   model_version STRING,
   reason STRING,
@@ -91,6 +98,7 @@ SELECT
   IF(ok, '${EMBEDDINGS_TOPIC}', '${DLQ_TOPIC}'),
   c.user_id,
   e.embedding,
+  e.embedding_f32,
   IF(ok, c.event_time, CAST(NULL AS STRING)),
   e.model_version,
   IF(ok, CAST(NULL AS STRING), COALESCE(c.error_reason, SPLIT_INDEX(e.error, ':', 0))),

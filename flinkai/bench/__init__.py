@@ -15,6 +15,7 @@ __all__ = ["BENCHMARKS"]
 #: Benchmark modules, in help order. A module that is not present is skipped.
 BENCHMARKS: tuple[str, ...] = (
     "flinkai.bench.embed",
+    "flinkai.bench.ceiling",
     "flinkai.bench.drift",
     "flinkai.bench.recovery",
     "flinkai.bench.anomaly",

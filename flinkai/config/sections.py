@@ -166,6 +166,11 @@ class EmbeddingConfig:
     max_padding: float | None = 0.2
     #: Texts longer than this (UTF-8 bytes) go to the dead-letter topic, never truncated silently.
     max_text_bytes: int = 16384
+    #: How the vector leaves the function: ``array`` fills ``embedding`` (ARRAY<FLOAT>,
+    #: a JSON array of decimals in the sink); ``f32`` fills ``embedding_f32`` (BYTES: raw
+    #: little-endian float32, base64 in a JSON sink). Writing decimals is most of the
+    #: JVM's work per event once the model is fast (benchmarks/README.md, ceiling).
+    vector_encoding: Literal["array", "f32"] = "array"
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:

@@ -38,8 +38,18 @@ def _reference(texts: list[str]) -> np.ndarray:
         return st.infer_batch(texts).outputs
 
 
-def test_embed_job_end_to_end(kafka_broker: LocalKafka, model_artifacts: ModelArtifacts) -> None:
-    config = load_config(env={})
+def _vector(row: dict[str, object], encoding: str) -> np.ndarray:
+    if encoding == "f32":  # raw little-endian float32, base64 in the JSON sink
+        return np.frombuffer(base64.b64decode(str(row["embedding_f32"])), dtype="<f4")
+    return np.asarray(row["embedding_vec"], dtype=np.float32)
+
+
+@pytest.mark.parametrize("encoding", ["array", "f32"])
+def test_embed_job_end_to_end(
+    kafka_broker: LocalKafka, model_artifacts: ModelArtifacts, encoding: str
+) -> None:
+    config = load_config(env={}).with_overrides(embedding={"vector_encoding": encoding})
+    field = "embedding_f32" if encoding == "f32" else "embedding_vec"
     source, texts = _texts()
     good = [
         json.dumps(
@@ -62,11 +72,9 @@ def test_embed_job_end_to_end(kafka_broker: LocalKafka, model_artifacts: ModelAr
     by_user = {row["user_id"]: row for row in report.embedded}
     assert sorted(by_user) == sorted(f"user-{i}" for i in range(len(texts)))
     for row in report.embedded:
-        assert set(row) == {"user_id", "embedding_vec", "event_time", "model_version"}
+        assert set(row) == {"user_id", field, "event_time", "model_version"}
         assert row["model_version"] == model_artifacts.model_version
-    vectors = np.array(
-        [by_user[f"user-{i}"]["embedding_vec"] for i in range(len(texts))], dtype=np.float32
-    )
+    vectors = np.array([_vector(by_user[f"user-{i}"], encoding) for i in range(len(texts))])
     assert vectors.shape == (len(texts), 384)
     assert by_user["user-1"]["event_time"] == "2025-12-01T08:00:01.000Z"
 
@@ -84,3 +92,4 @@ def test_embed_job_end_to_end(kafka_broker: LocalKafka, model_artifacts: ModelAr
         assert dead["source_topic"] == report.topics[0]
         assert events[dead["source_offset"]] == expected[dead["reason"]]
         assert "embedding_vec" not in dead
+        assert "embedding_f32" not in dead

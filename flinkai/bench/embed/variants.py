@@ -56,7 +56,7 @@ def _raw_ort(texts: list[str], args: dict[str, Any]) -> VariantResult:
     from flinkai.models.artifacts import load_artifacts
     from flinkai.models.errors import ArtifactError
 
-    config = _config(None)
+    config = _config(args.get("overrides"))
     variant = str(args.get("variant", "fp32"))
     batch = int(args["batch_size"])
     name = str(args.get("name") or f"raw ORT {variant}, batch {batch}, length-sorted")

@@ -19,6 +19,7 @@ import contextlib
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -198,6 +199,7 @@ class StageProfiler:
         self._profile = StageProfile(duration_s)
         self._py_raw = ""
         self._jfr_text = ""
+        self._last_ready_error = "no error"
         self._thread = threading.Thread(target=self._run, name="stage-profiler", daemon=True)
 
     def start(self) -> StageProfiler:
@@ -218,12 +220,20 @@ class StageProfiler:
         return p
 
     def _run(self) -> None:
+        try:
+            self._work()
+        except Exception as e:  # a profile is extra evidence: its failure must not end the run
+            self._profile.errors.append(f"profiler failed: {type(e).__name__}: {e}")
+
+    def _work(self) -> None:
         deadline = time.monotonic() + self._ready_timeout_s
-        while not self._ready():
+        while not self._poll_ready():
             if time.monotonic() > deadline:
-                self._profile.errors.append("the job produced no output to profile")
+                self._profile.errors.append(
+                    f"the job produced no output to profile ({self._last_ready_error})"
+                )
                 return
-            time.sleep(0.2)
+            time.sleep(1.0)
         with tempfile.TemporaryDirectory(prefix="flinkai-profile-") as tmp:
             jvm = self._jvm_pid()
             jfr_file = Path(tmp) / "jvm.jfr"
@@ -253,8 +263,17 @@ class StageProfiler:
             elif jvm is not None:
                 self._profile.errors.append("JFR wrote no recording")
 
+    def _poll_ready(self) -> bool:
+        try:
+            return self._ready()
+        except Exception as e:  # a slow broker answer is "not yet", not the end of profiling
+            self._last_ready_error = f"{type(e).__name__}: {e}"
+            return False
+
     def _pyspy(self, out: Path) -> subprocess.Popen[bytes] | None:
-        exe = shutil.which("py-spy")
+        # The venv's bin folder is not on PATH when its python is run directly.
+        beside = Path(sys.executable).parent / "py-spy"
+        exe = str(beside) if beside.exists() else shutil.which("py-spy")
         if exe is None:
             self._profile.errors.append("py-spy not installed (pip install 'flinkai[bench]')")
             return None
