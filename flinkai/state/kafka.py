@@ -14,25 +14,32 @@ Layout (``docs/state-store.md`` has the full story):
 * All records of a key go to one partition (sha256 of the key), so their order in
   the log is the order of puts.
 
-Each store tails the topic from the start into an index of versions (metadata and
-chunk offsets only). Tensors are fetched by offset when asked for, verified,
-and kept in a byte-bounded LRU cache with a TTL.
+Beside the data topic, ``<topic>-index`` (compacted too) holds one small record per
+snapshot version, written in the same transaction: the header fields and the chunk
+offsets. A store that opens reads that topic, not the values, then tails the data
+topic only past the last offset the index names (records no index names, e.g. of a
+writer that bypasses the store, are indexed from the data topic as before). Tensors
+are fetched by offset when asked for (librdkafka, :mod:`flinkai.state.rdkafka`),
+verified, and kept in a byte-bounded LRU cache with a TTL.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-import kafka.errors as kerrors
 import numpy as np
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from confluent_kafka import Consumer as RdConsumer
+from confluent_kafka import KafkaError as RdKafkaError
+from confluent_kafka import KafkaException
+from confluent_kafka import TopicPartition as RdTopicPartition
 
 from flinkai.config import KafkaSecurityConfig
 from flinkai.kafka.admin import create_topics
@@ -60,6 +67,7 @@ from flinkai.state.errors import (
     SnapshotNotFoundError,
     StoreUnavailableError,
 )
+from flinkai.state.rdkafka import Record, Tail, TxnProducer, rdkafka_security
 
 __all__ = [
     "RECORD_OVERHEAD_BYTES",
@@ -78,9 +86,14 @@ RECORD_OVERHEAD_BYTES = 4096
 _SYNC_POLL_MS = 10
 #: Records between two wanted offsets read through rather than seeking again.
 _MAX_SCAN_GAP = 256
-_T = TypeVar("_T")
+#: Messages taken from librdkafka's queue per ``consume`` call.
+_CONSUME_BATCH = 4096
+#: Version of the index record's JSON value.
+_INDEX_FORMAT = 1
 #: One record of a transaction: key, value (None: tombstone), headers, partition.
-_Record = tuple[bytes, bytes | memoryview | None, list[tuple[str, bytes]], int]
+_Record = tuple[bytes, bytes | None, list[tuple[str, bytes]], int]
+#: One record of the index topic: key, value (None: tombstone), partition.
+_IndexRecord = tuple[bytes, bytes | None, int]
 
 
 def _runs(offsets: Sequence[int], gap: int) -> list[tuple[int, int]]:
@@ -124,6 +137,10 @@ class KafkaStoreConfig:
         topic_configs: Extra configs for a topic the store creates.
         security: Client security (``kafka.security``) for the producer, both
             consumers and the admin client; the default is plain text.
+        index_topic: Also write and read ``<topic>-index``, so a store opens without
+            reading values (``False``: rebuild the index from the data topic alone).
+        fetch_max_bytes: Most bytes one fetch response carries (librdkafka's
+            ``fetch.max.bytes`` and ``max.partition.fetch.bytes``).
     """
 
     bootstrap: str
@@ -141,6 +158,8 @@ class KafkaStoreConfig:
     create_topic: bool = True
     topic_configs: Mapping[str, str] = field(default_factory=dict)
     security: KafkaSecurityConfig = field(default_factory=KafkaSecurityConfig)
+    index_topic: bool = True
+    fetch_max_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.max_record_bytes <= 2 * RECORD_OVERHEAD_BYTES:
@@ -154,6 +173,11 @@ class KafkaStoreConfig:
             raise ValueError(f"partitions must be >= 1, got {self.partitions}")
 
     @property
+    def index_topic_name(self) -> str:
+        """The key-only index topic beside :attr:`topic`."""
+        return f"{self.topic}-index"
+
+    @property
     def chunk_bytes(self) -> int:
         """Payload bytes per record."""
         return self.max_record_bytes - RECORD_OVERHEAD_BYTES
@@ -162,6 +186,10 @@ class KafkaStoreConfig:
 def record_key(key: SnapshotKey, version: Version, chunk: int) -> bytes:
     """The Kafka record key of one chunk of one version."""
     return f"{key}@{version}#{chunk}".encode()
+
+
+def _index_key(key: SnapshotKey, version: Version) -> bytes:
+    return f"{key}@{version}".encode()
 
 
 def _parse_record_key(raw: bytes) -> tuple[SnapshotKey, Version, int]:
@@ -219,6 +247,69 @@ def parse_headers(headers: Iterable[tuple[str, bytes]]) -> tuple[SnapshotMeta, i
     return meta, chunk, chunks
 
 
+def index_value(
+    meta: SnapshotMeta, partition: int, offsets: Sequence[int], span: tuple[int, int]
+) -> bytes:
+    """The ``<topic>-index`` record of one version: its header and where its chunks are.
+
+    ``span`` is the first and last offset of the whole transaction's records in that
+    data partition when they are contiguous (no other writer's record among them), so
+    a reader tailing the data topic can skip them without reading their values.
+    """
+    return json.dumps(
+        {
+            "format": _INDEX_FORMAT,
+            "model_version": meta.model_version,
+            "dtype": meta.dtype,
+            "shape": list(meta.shape),
+            "compression": meta.compression,
+            "sha256": meta.sha256,
+            "payload_bytes": meta.payload_bytes,
+            "partition": partition,
+            "offsets": list(offsets),
+            "span": list(span),
+        },
+        separators=(",", ":"),
+    ).encode()
+
+
+def _parse_index_value(
+    version: Version, raw: bytes
+) -> tuple[SnapshotMeta, int, list[int], tuple[int, int]]:
+    """Read :func:`index_value` back; :class:`SnapshotCorruptError` (``header``) if malformed."""
+    try:
+        v = json.loads(raw)
+        meta = SnapshotMeta(
+            version=version,
+            model_version=str(v["model_version"]),
+            dtype=str(v["dtype"]),
+            shape=tuple(int(n) for n in v["shape"]),
+            compression=str(v["compression"]),
+            sha256=str(v["sha256"]),
+            payload_bytes=int(v["payload_bytes"]),
+        )
+        offsets = [int(o) for o in v["offsets"]]
+        first, last = (int(o) for o in v["span"])
+        partition = int(v["partition"])
+    except (KeyError, ValueError, TypeError, UnicodeDecodeError) as e:
+        raise SnapshotCorruptError("header", f"bad index record: {e!r}") from e
+    if not offsets or partition < 0 or first > min(offsets) or last < max(offsets):
+        raise SnapshotCorruptError("header", "index record names no chunk or a bad span")
+    return meta, partition, offsets, (first, last)
+
+
+def _spans(records: Sequence[_Record], offsets: Sequence[int]) -> dict[int, tuple[int, int]]:
+    """Per data partition, the first and last offset of ``records`` if they are contiguous."""
+    by_partition: dict[int, list[int]] = {}
+    for (_, _, _, partition), offset in zip(records, offsets, strict=True):
+        by_partition.setdefault(partition, []).append(offset)
+    out: dict[int, tuple[int, int]] = {}
+    for partition, own in by_partition.items():
+        if max(own) - min(own) == len(own) - 1:
+            out[partition] = (min(own), max(own))
+    return out
+
+
 @dataclass
 class _Entry:
     """One version in the index: its header and where its chunks are."""
@@ -236,27 +327,6 @@ class _Entry:
 def _partition_of(key: SnapshotKey, partitions: int) -> int:
     digest = hashlib.sha256(str(key).encode()).digest()
     return int.from_bytes(digest[:4], "big") % partitions
-
-
-def _bounded(fn: Callable[[], _T], timeout_s: float, what: str) -> _T:
-    """Run ``fn`` with a deadline: kafka-python's commit and abort take no timeout."""
-    result: list[_T] = []
-    error: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            result.append(fn())
-        except BaseException as e:
-            error.append(e)
-
-    thread = threading.Thread(target=target, name=f"flinkai-state-{what}", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive():
-        raise StoreUnavailableError(f"{what} did not finish within {timeout_s:g}s")
-    if error:
-        raise error[0]
-    return result[0]
 
 
 class KafkaSnapshotStore(SnapshotStore):
@@ -294,19 +364,43 @@ class KafkaSnapshotStore(SnapshotStore):
         self._high: dict[SnapshotKey, Version] = {}
         # Payloads fetched in one scan by get_many, consumed by _tensor.
         self._prefetched: dict[tuple[SnapshotKey, Version], bytes] = {}
-        self._producer: Any = None
-        self._consumer: Any = None
-        self._fetcher: Any = None
+        self._producer: TxnProducer | None = None
+        self._consumer: Tail | None = None
+        self._index_reader: Tail | None = None
+        self._fetcher: RdConsumer | None = None
+        # Per data partition: first -> last offset of transactions the index topic
+        # named, so the data tail seeks past them instead of reading their values.
+        self._covered: dict[int, dict[int, int]] = {}
+        # Per data partition: where the tail last sought to, past a run it skipped
+        # (the offset of that run's commit marker).
+        self._sought: dict[int, int] = {}
+        self._index_partitions: list[int] = []
         self._closed = False
         self._check_access()
         try:
             if config.create_topic:
                 self._create_topic()
-            self._consumer = self._new_consumer("index")
-            self._fetcher = self._new_consumer("fetch")
-            self._partitions = self._topic_partitions()
-            self._consumer.assign(self._partitions)
-            self._consumer.seek_to_beginning(*self._partitions)
+            self._consumer = self._new_tail(config.topic)
+            self._partitions = self._topic_partitions(self._consumer, required=True)
+            if config.index_topic:
+                self._index_reader = self._new_tail(config.index_topic_name)
+                self._index_partitions = self._topic_partitions(self._index_reader, required=False)
+                if self._index_partitions:
+                    self._index_reader.assign(dict.fromkeys(self._index_partitions))
+                    self._read(self._index_reader, self._apply_index)
+                else:
+                    log.warning(
+                        "no index topic %r: opening %r reads every value",
+                        config.index_topic_name,
+                        config.topic,
+                    )
+            self._fetcher = self._new_fetcher()
+            starts: dict[int, int | None] = {}
+            for p in self._partitions:
+                # Past the last transaction the index named; what follows is read whole.
+                covered = self._covered.pop(p, None)
+                starts[p] = max(covered.values()) + 1 if covered else None
+            self._consumer.assign(starts)
             self.sync()
         except BaseException:
             self._close_clients()
@@ -350,16 +444,18 @@ class KafkaSnapshotStore(SnapshotStore):
                     meta, payload = encode(
                         tensor, self.config.codec, version=version, model_version=model_version
                     )
-                    view = memoryview(payload)
-                    chunks = [view[i : i + size] for i in range(0, len(payload), size)]
-                    chunks = chunks or [view[:0]]
+                    # librdkafka takes bytes (it copies them into its queue); a
+                    # snapshot of one chunk goes as it is, without a slice.
+                    if len(payload) <= size:
+                        chunks = [payload]
+                    else:
+                        chunks = [payload[i : i + size] for i in range(0, len(payload), size)]
                     partition = _partition_of(key, len(self._partitions))
                     kept = sorted(self._index.get(key, {}))
                     pruned = kept[: max(0, len(kept) - (self.config.max_versions_per_key - 1))]
                     planned.append(
                         (key, tensor, version, meta, len(chunks), partition, pruned, len(records))
                     )
-                    # Values stay memoryviews of the payload: no copy before the producer's.
                     new: list[_Record] = [
                         (
                             record_key(key, version, i),
@@ -377,7 +473,23 @@ class KafkaSnapshotStore(SnapshotStore):
                     records.extend(new)
                     yield from new
 
-            offsets = self._transaction(encoded())
+            def index_records(offsets: Sequence[int]) -> list[_IndexRecord]:
+                spans = _spans(records, offsets)
+                out: list[_IndexRecord] = []
+                for key, _, version, meta, n, partition, pruned, first in planned:
+                    own = list(offsets[first : first + n])
+                    span = spans.get(partition, (min(own), max(own)))
+                    out.append(
+                        (
+                            _index_key(key, version),
+                            index_value(meta, partition, own, span),
+                            partition,
+                        )
+                    )
+                    out += [(_index_key(key, v), None, partition) for v in pruned]
+                return out
+
+            offsets = self._transaction(encoded(), index_records)
             self._skip_own(records, offsets)
             versions = []
             for key, tensor, version, meta, n, partition, pruned, first in planned:
@@ -458,38 +570,68 @@ class KafkaSnapshotStore(SnapshotStore):
                     (record_key(key, v, i), None, [], partition)
                     for v in doomed
                     for i in range(entries[v].chunks)
-                ]
+                ],
+                lambda _: [(_index_key(key, v), None, partition) for v in doomed],
             )
             for v in doomed:
                 self._forget(key, v)
             return len(doomed)
 
     def sync(self) -> None:
-        """Read the topic up to its last stable offset into the index.
+        """Read the index topic, then the data topic, up to their last stable offsets.
 
         Raises:
             StoreUnavailableError: The broker did not answer within ``request_timeout_s``.
         """
         with self._lock:
-            timeout_s = self.config.request_timeout_s
-            deadline = time.monotonic() + timeout_s
-            try:
-                end = self._consumer.end_offsets(self._partitions)
-                while any(self._consumer.position(tp) < end[tp] for tp in self._partitions):
-                    if time.monotonic() >= deadline:
-                        raise StoreUnavailableError(
-                            f"reading {self.config.topic!r} on {self.config.bootstrap} did not "
-                            f"reach its end within {timeout_s:g}s"
-                        )
-                    # Short: a fetch that holds only a commit marker returns no records,
-                    # and poll would wait its whole timeout although the position moved.
-                    for records in self._consumer.poll(timeout_ms=_SYNC_POLL_MS).values():
-                        for record in records:
-                            self._apply(record)
-            except kerrors.KafkaError as e:
-                raise StoreUnavailableError(
-                    f"reading {self.config.topic!r} on {self.config.bootstrap} failed: {e}"
-                ) from e
+            if self._index_reader is not None and self._index_partitions:
+                self._read(self._index_reader, self._apply_index)
+            assert self._consumer is not None
+            self._read(self._consumer, self._apply, self._skip_covered)
+
+    def _read(
+        self,
+        tail: Tail,
+        apply: Callable[[Record], None],
+        before_poll: Callable[[], None] | None = None,
+    ) -> None:
+        """``tail`` up to its end, within ``request_timeout_s``."""
+        timeout_s = self.config.request_timeout_s
+        try:
+            tail.read_to_end(apply, time.monotonic() + timeout_s, before_poll)
+        except StoreUnavailableError as e:
+            raise StoreUnavailableError(
+                f"{e} on {self.config.bootstrap} (within {timeout_s:g}s)"
+            ) from None
+        except KafkaException as e:
+            raise StoreUnavailableError(
+                f"reading {tail.topic!r} on {self.config.bootstrap} failed: {e}"
+            ) from e
+
+    def _skip_covered(self) -> None:
+        """Seek the data tail past transactions the index topic already described."""
+        tail = self._consumer
+        assert tail is not None
+        for p in self._partitions:
+            covered = self._covered.get(p)
+            if not covered:
+                continue
+            position = tail.position(p)
+            moved = position
+            at_marker = self._sought.get(p) == position
+            while True:
+                # A committed transaction's span is followed by its commit marker: past
+                # a span (ours, or one skipped here), a span one offset later follows on.
+                last = covered.pop(moved, None)
+                if last is None and (moved > position or at_marker):
+                    last = covered.pop(moved + 1, None)
+                if last is None:
+                    break
+                moved = last + 1
+            for first in [f for f in covered if f < moved]:
+                del covered[first]
+            if moved != position and tail.seek(p, moved):
+                self._sought[p] = moved
 
     def close(self) -> None:
         """Close the Kafka clients; the store is unusable afterwards."""
@@ -583,6 +725,39 @@ class KafkaSnapshotStore(SnapshotStore):
             self._cache.discard((key, version))
             self._index.setdefault(key, {})[version] = pending
 
+    def _apply_index(self, record: Any) -> None:
+        """Fold one committed record of the index topic into the index."""
+        try:
+            text = (record.key or b"").decode("utf-8")
+            base, sep, rest = text.rpartition("@")
+            if not sep:
+                raise ValueError(f"not an index record key: {text!r}")
+            key, version = SnapshotKey.parse(base), Version.parse(rest)
+        except (ValueError, UnicodeDecodeError) as e:
+            log.warning("skipping index record at offset %d: %s", record.offset, e)
+            self.stats.rejected["header"] += 1
+            return
+        if version > self._high.get(key, Version(-1)):
+            self._high[key] = version
+        if record.value is None:
+            self._forget(key, version)
+            return
+        try:
+            meta, partition, offsets, span = _parse_index_value(version, record.value)
+        except SnapshotCorruptError as e:
+            log.warning("skipping index record of %s: %s", key, e)
+            self.stats.rejected[e.reason] += 1
+            return
+        covered = self._covered.setdefault(partition, {})
+        covered[span[0]] = max(span[1], covered.get(span[0], span[1]))
+        known = self._index.get(key, {}).get(version)
+        if known is not None and known.meta == meta:
+            return
+        self._pending.pop((key, version), None)
+        self._cache.discard((key, version))
+        entry = _Entry(meta, partition, len(offsets), dict(enumerate(offsets)))
+        self._index.setdefault(key, {})[version] = entry
+
     def _skip_own(self, records: Sequence[_Record], offsets: Sequence[int]) -> None:
         """Move the index reader past this store's own committed records.
 
@@ -594,16 +769,15 @@ class KafkaSnapshotStore(SnapshotStore):
         by_partition: dict[int, list[int]] = {}
         for (_, _, _, partition), offset in zip(records, offsets, strict=True):
             by_partition.setdefault(partition, []).append(offset)
+        tail = self._consumer
+        assert tail is not None
         for partition, own in by_partition.items():
-            tp = TopicPartition(self.config.topic, partition)
             own.sort()
-            try:
-                position = self._consumer.position(tp)
-            except kerrors.KafkaError:
-                continue
-            if own[0] == position and own[-1] - own[0] == len(own) - 1:
-                # The commit marker after them is skipped by the reader as usual.
-                self._consumer.seek(tp, own[-1] + 1)
+            position = tail.position(partition)
+            # The commit marker after them is skipped by the reader as usual.
+            contiguous = own[0] == position and own[-1] - own[0] == len(own) - 1
+            if contiguous and tail.seek(partition, own[-1] + 1):
+                self._sought[partition] = own[-1] + 1
 
     def _forget(self, key: SnapshotKey, version: Version) -> None:
         self._pending.pop((key, version), None)
@@ -616,32 +790,10 @@ class KafkaSnapshotStore(SnapshotStore):
 
     def _fetch(self, key: SnapshotKey, entry: _Entry) -> bytes:
         """The payload of ``entry``, read back by offset."""
-        tp = TopicPartition(self.config.topic, entry.partition)
-        wanted = {offset: chunk for chunk, offset in entry.offsets.items()}
-        parts: dict[int, bytes] = {}
-        last = max(wanted)
-        timeout_s = self.config.request_timeout_s
-        deadline = time.monotonic() + timeout_s
-        try:
-            self._fetcher.assign([tp])
-            self._fetcher.seek(tp, min(wanted))
-            while len(parts) < len(wanted) and self._fetcher.position(tp) <= last:
-                if time.monotonic() >= deadline:
-                    raise StoreUnavailableError(
-                        f"fetching {key} did not finish within {timeout_s:g}s"
-                    )
-                for records in self._fetcher.poll(timeout_ms=200).values():
-                    for r in records:
-                        chunk = wanted.get(r.offset)
-                        if chunk is not None and r.value is not None:
-                            parts[chunk] = r.value
-        except kerrors.KafkaError as e:
-            raise StoreUnavailableError(f"fetching {key} from {self.config.topic!r}: {e}") from e
-        if len(parts) < len(wanted):
+        payload = self._fetch_many([(key, entry)]).get((key, entry.meta.version))
+        if payload is None:
             # Compacted away after a tombstone the index has not read yet.
             raise SnapshotNotFoundError(f"chunks of {key} version {entry.meta.version} are gone")
-        payload = b"".join(parts[i] for i in range(entry.chunks))
-        self.stats.fetched_bytes += len(payload)
         return payload
 
     def _fetch_many(
@@ -650,66 +802,108 @@ class KafkaSnapshotStore(SnapshotStore):
         """Payloads of several entries, read in as few sequential scans as possible.
 
         Snapshots written by one ``put_many`` sit next to each other in the log, so
-        a prefix restore is one seek and one read instead of one round trip per
-        snapshot. Offsets further apart than ``_MAX_SCAN_GAP`` start a new scan.
-        An entry whose chunks are gone is left out (``_tensor`` then fetches it
-        alone and reports it).
+        a prefix restore is one seek and one read per partition instead of one round
+        trip per snapshot; all partitions are fetched at once. Offsets further apart
+        than ``_MAX_SCAN_GAP`` start a new scan. An entry whose chunks are gone is
+        left out (``_tensor`` then fetches it alone and reports it).
         """
         by_partition: dict[int, dict[int, tuple[int, int]]] = {}
         for n, (_, entry) in enumerate(wanted):
             for chunk, offset in entry.offsets.items():
                 by_partition.setdefault(entry.partition, {})[offset] = (n, chunk)
+        if not by_partition:
+            return {}
         parts: dict[int, dict[int, bytes]] = {}
+        runs = {p: _runs(sorted(index), _MAX_SCAN_GAP) for p, index in by_partition.items()}
+        current = {p: 0 for p in runs}
+        topic = self.config.topic
         timeout_s = self.config.request_timeout_s
         deadline = time.monotonic() + timeout_s
+        fetcher = self._fetcher
+        assert fetcher is not None
         try:
-            for partition, index in by_partition.items():
-                tp = TopicPartition(self.config.topic, partition)
-                self._fetcher.assign([tp])
-                for first, last in _runs(sorted(index), _MAX_SCAN_GAP):
-                    self._fetcher.seek(tp, first)
-                    while self._fetcher.position(tp) <= last:
-                        if time.monotonic() >= deadline:
-                            raise StoreUnavailableError(
-                                f"fetching {len(wanted)} snapshots did not finish within "
-                                f"{timeout_s:g}s"
-                            )
-                        for records in self._fetcher.poll(timeout_ms=200).values():
-                            for r in records:
-                                hit = index.get(r.offset)
-                                if hit is not None and r.value is not None:
-                                    parts.setdefault(hit[0], {})[hit[1]] = r.value
-        except kerrors.KafkaError as e:
-            raise StoreUnavailableError(f"fetching from {self.config.topic!r}: {e}") from e
+            fetcher.assign([RdTopicPartition(topic, p, runs[p][0][0]) for p in runs])
+            while current:
+                if time.monotonic() >= deadline:
+                    raise StoreUnavailableError(
+                        f"fetching {len(wanted)} snapshots did not finish within {timeout_s:g}s"
+                    )
+                for message in fetcher.consume(_CONSUME_BATCH, 0.05):
+                    partition = message.partition()
+                    if partition is None or partition not in current:
+                        continue
+                    p = partition
+                    error = message.error()
+                    first, last = runs[p][current[p]]
+                    at = message.offset()
+                    if error is not None:
+                        if error.code() != RdKafkaError._PARTITION_EOF:
+                            raise KafkaException(error)
+                        if at is not None and at > last:
+                            # The end is past the run: chunks still missing were
+                            # compacted away.
+                            del current[p]
+                        # Else the run is not visible yet (its commit marker is a few
+                        # ms behind the index record): keep waiting.
+                        continue
+                    if at is None or at < first:
+                        continue  # left over from before a seek
+                    hit = by_partition[p].get(at)
+                    value = message.value()
+                    if hit is not None and value is not None:
+                        parts.setdefault(hit[0], {})[hit[1]] = value
+                    if at >= last:
+                        current[p] += 1
+                        if current[p] == len(runs[p]):
+                            del current[p]
+                        else:
+                            fetcher.seek(RdTopicPartition(topic, p, runs[p][current[p]][0]))
+        except KafkaException as e:
+            raise StoreUnavailableError(f"fetching from {topic!r}: {e}") from e
+        finally:
+            try:
+                fetcher.unassign()
+            except KafkaException:
+                log.debug("unassigning the fetcher", exc_info=True)
         out: dict[tuple[SnapshotKey, Version], bytes] = {}
         for n, (key, entry) in enumerate(wanted):
             got = parts.get(n, {})
             if len(got) == entry.chunks:
-                payload = b"".join(got[i] for i in range(entry.chunks))
+                payload = (
+                    got[0] if entry.chunks == 1 else b"".join(got[i] for i in range(entry.chunks))
+                )
                 self.stats.fetched_bytes += len(payload)
                 out[(key, entry.meta.version)] = payload
         return out
 
-    def _transaction(self, records: Iterable[_Record]) -> list[int]:
+    def _transaction(
+        self,
+        records: Iterable[_Record],
+        index_of: Callable[[Sequence[int]], list[_IndexRecord]] | None = None,
+    ) -> list[int]:
         """Write ``records`` (key, value, headers, partition) as one transaction; their offsets.
 
-        ``records`` may be a generator that encodes as it goes. On a Kafka failure
-        the producer is dropped (a new one fences it on the next write) and
-        :class:`StoreUnavailableError` is raised. Any other error (from the
-        generator) aborts the transaction and propagates.
+        ``records`` may be a generator that encodes as it goes. Once they are
+        acknowledged, ``index_of(offsets)`` gives the index topic's records, written in
+        the same transaction. On a Kafka failure the producer is dropped (a new one
+        fences it on the next write) and :class:`StoreUnavailableError` is raised. Any
+        other error (from the generator) aborts the transaction and propagates.
         """
         timeout_s = self.config.request_timeout_s
         producer = self._writer()
         try:
             producer.begin_transaction()
-            futures = [
-                producer.send(self.config.topic, key=k, value=v, headers=h or None, partition=p)
-                for k, v, h, p in records
-            ]
+            deliveries = [producer.send(self.config.topic, k, v, h, p) for k, v, h, p in records]
             producer.flush(timeout=timeout_s)
-            offsets = [int(f.get(timeout=timeout_s).offset) for f in futures]
-            _bounded(producer.commit_transaction, timeout_s, "commit")
-        except (kerrors.KafkaError, StoreUnavailableError) as e:
+            offsets = [d.offset() for d in deliveries]
+            if index_of is not None and self._index_partitions:
+                n = len(self._index_partitions)
+                index_topic = self.config.index_topic_name
+                for k, v, p in index_of(offsets):
+                    producer.send(index_topic, k, v, None, p % n)
+                producer.flush(timeout=timeout_s)
+            producer.commit_transaction(timeout_s)
+        except (KafkaException, StoreUnavailableError) as e:
             self._drop_producer()
             raise StoreUnavailableError(
                 f"writing to {self.config.topic!r} on {self.config.bootstrap} failed; the "
@@ -720,11 +914,11 @@ class KafkaSnapshotStore(SnapshotStore):
             raise
         return offsets
 
-    def _abort(self, producer: Any) -> None:
+    def _abort(self, producer: TxnProducer) -> None:
         """Abort the open transaction, so readers are not held back until it times out."""
         try:
-            _bounded(producer.abort_transaction, self.config.request_timeout_s, "abort")
-        except (kerrors.KafkaError, StoreUnavailableError):
+            producer.abort_transaction(self.config.request_timeout_s)
+        except KafkaException:
             log.warning("aborting a failed put did not finish; dropping the producer")
             self._drop_producer()
 
@@ -751,28 +945,34 @@ class KafkaSnapshotStore(SnapshotStore):
                 redact(f"snapshot store {self.config.topic!r}: {e}")
             ) from None
 
-    def _writer(self) -> Any:
+    def _writer(self) -> TxnProducer:
         if self._producer is not None:
             return self._producer
         c = self.config
+        timeout_ms = int(c.request_timeout_s * 1000)
         try:
-            producer = KafkaProducer(
-                bootstrap_servers=c.bootstrap,
-                **self._client_options(),
-                client_id="flinkai-state-writer",
-                transactional_id=c.transactional_id or f"flinkai-state-{uuid.uuid4().hex}",
-                enable_idempotence=True,
-                acks="all",
-                max_request_size=c.max_record_bytes,
-                transaction_timeout_ms=int(c.transaction_timeout_s * 1000),
-                request_timeout_ms=int(c.request_timeout_s * 1000),
-                max_block_ms=int(c.request_timeout_s * 1000),
-                delivery_timeout_ms=int(c.request_timeout_s * 1000) + 1000,
-                # Fills whole requests with chunks instead of one record per request.
-                batch_size=min(c.max_record_bytes, 1_048_576),
+            producer = TxnProducer(
+                {
+                    "bootstrap.servers": c.bootstrap,
+                    **rdkafka_security(c.security),
+                    "client.id": "flinkai-state-writer",
+                    "transactional.id": c.transactional_id or f"flinkai-state-{uuid.uuid4().hex}",
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    # One batch per request fills it with chunks; batches must stay
+                    # under the topic's max.message.bytes, which is max_record_bytes.
+                    "message.max.bytes": max(c.max_record_bytes, 1_000_000),
+                    "batch.size": c.max_record_bytes,
+                    "linger.ms": 2,
+                    "compression.type": "none",
+                    "transaction.timeout.ms": int(c.transaction_timeout_s * 1000),
+                    "request.timeout.ms": timeout_ms,
+                    "message.timeout.ms": timeout_ms + 1000,
+                    "socket.timeout.ms": timeout_ms,
+                },
+                c.request_timeout_s,
             )
-            _bounded(producer.init_transactions, c.request_timeout_s, "init_transactions")
-        except (kerrors.KafkaError, StoreUnavailableError) as e:
+        except (KafkaException, StoreUnavailableError) as e:
             raise StoreUnavailableError(
                 f"cannot start a transactional producer on {c.bootstrap}: {e}"
             ) from e
@@ -781,28 +981,53 @@ class KafkaSnapshotStore(SnapshotStore):
 
     def _drop_producer(self) -> None:
         producer, self._producer = self._producer, None
-        if producer is None:
-            return
-        try:
-            producer.close(timeout=0)
-        except kerrors.KafkaError:
-            log.debug("closing a failed producer", exc_info=True)
+        if producer is not None:
+            producer.purge()
 
-    def _new_consumer(self, role: str) -> Any:
+    def _new_tail(self, topic: str) -> Tail:
+        """A reader of the small records: the index topic, data records no index names."""
         c = self.config
         try:
-            return KafkaConsumer(
-                bootstrap_servers=c.bootstrap,
-                **self._client_options(),
-                client_id=f"flinkai-state-{role}",
-                group_id=None,
-                enable_auto_commit=False,
-                isolation_level="read_committed",
-                request_timeout_ms=int(c.request_timeout_s * 1000) + 1000,
-                fetch_max_bytes=64 * 1024 * 1024,
-                max_partition_fetch_bytes=max(16 * 1024 * 1024, c.max_record_bytes),
+            return Tail(
+                {
+                    "bootstrap.servers": c.bootstrap,
+                    **rdkafka_security(c.security),
+                    "client.id": "flinkai-state-tail",
+                    "fetch.max.bytes": max(c.fetch_max_bytes, c.max_record_bytes),
+                    "max.partition.fetch.bytes": max(16 * 1024 * 1024, c.max_record_bytes),
+                    "socket.timeout.ms": int(c.request_timeout_s * 1000),
+                },
+                topic,
+                c.request_timeout_s,
             )
-        except kerrors.KafkaError as e:
+        except KafkaException as e:
+            raise StoreUnavailableError(f"cannot reach Kafka at {c.bootstrap}: {e}") from e
+
+    def _new_fetcher(self) -> RdConsumer:
+        """The librdkafka consumer that reads snapshot values by offset."""
+        c = self.config
+        fetch = max(c.fetch_max_bytes, c.max_record_bytes)
+        try:
+            return RdConsumer(
+                {
+                    "bootstrap.servers": c.bootstrap,
+                    **rdkafka_security(c.security),
+                    "client.id": "flinkai-state-fetch",
+                    # Required by the client; never joined: partitions are assigned.
+                    "group.id": f"flinkai-state-fetch-{uuid.uuid4().hex}",
+                    "enable.auto.commit": False,
+                    "enable.auto.offset.store": False,
+                    "isolation.level": "read_committed",
+                    "enable.partition.eof": True,
+                    "fetch.max.bytes": fetch,
+                    "max.partition.fetch.bytes": fetch,
+                    "receive.message.max.bytes": fetch + 1024 * 1024,
+                    "fetch.wait.max.ms": 10,
+                    "queued.max.messages.kbytes": max(65536, 2 * fetch // 1024),
+                    "socket.timeout.ms": int(c.request_timeout_s * 1000),
+                }
+            )
+        except KafkaException as e:
             raise StoreUnavailableError(f"cannot reach Kafka at {c.bootstrap}: {e}") from e
 
     def _create_topic(self) -> None:
@@ -812,10 +1037,11 @@ class KafkaSnapshotStore(SnapshotStore):
             "max.message.bytes": str(c.max_record_bytes),
             **c.topic_configs,
         }
+        topics = [c.topic, c.index_topic_name] if c.index_topic else [c.topic]
         try:
             create_topics(
                 c.bootstrap,
-                [c.topic],
+                topics,
                 c.partitions,
                 configs=configs,
                 timeout_s=c.request_timeout_s,
@@ -824,24 +1050,33 @@ class KafkaSnapshotStore(SnapshotStore):
         except FlinkAIKafkaError as e:
             raise StoreUnavailableError(str(e)) from e
 
-    def _topic_partitions(self) -> list[TopicPartition]:
-        deadline = time.monotonic() + self.config.request_timeout_s
+    def _topic_partitions(self, tail: Tail, *, required: bool) -> list[int]:
+        """The tail's topic's partitions; ``[]`` for a missing topic not ``required``."""
+        deadline = time.monotonic() + (self.config.request_timeout_s if required else 2.0)
         while True:
-            ids = self._consumer.partitions_for_topic(self.config.topic)
-            if ids:
-                return [TopicPartition(self.config.topic, p) for p in sorted(ids)]
-            if time.monotonic() >= deadline:
+            try:
+                ids = tail.partitions()
+            except KafkaException as e:
                 raise StoreUnavailableError(
-                    f"topic {self.config.topic!r} not found on {self.config.bootstrap}"
+                    f"cannot reach Kafka at {self.config.bootstrap}: {e}"
+                ) from e
+            if ids:
+                return ids
+            if time.monotonic() >= deadline:
+                if not required:
+                    return []
+                raise StoreUnavailableError(
+                    f"topic {tail.topic!r} not found on {self.config.bootstrap}"
                 )
-            time.sleep(0.1)
+            time.sleep(0.05)
 
     def _close_clients(self) -> None:
         self._drop_producer()
-        for client in (self._consumer, self._fetcher):
-            if client is None:
-                continue
+        for tail in (self._consumer, self._index_reader):
+            if tail is not None:
+                tail.close()
+        if self._fetcher is not None:
             try:
-                client.close()
-            except kerrors.KafkaError:
-                log.debug("closing a consumer", exc_info=True)
+                self._fetcher.close()
+            except (KafkaException, RuntimeError):
+                log.debug("closing the fetcher", exc_info=True)
