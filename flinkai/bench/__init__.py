@@ -23,5 +23,6 @@ BENCHMARKS: tuple[str, ...] = (
     "flinkai.bench.rag_answer",
     "flinkai.bench.kvcache",
     "flinkai.bench.llm",
+    "flinkai.bench.agents",
     "flinkai.bench.suite",
 )
