@@ -67,14 +67,20 @@ def stream(n: int) -> list[dict[str, Any]]:
 
 
 def expected(
-    events: list[dict[str, Any]], models: Path, accounts: Path
+    events: list[dict[str, Any]], models: Path, accounts: Path, reset_after: int = -1
 ) -> dict[str, dict[str, Any]]:
-    """``tx_id -> decision`` of the Flink-free operator function, state kept per account."""
+    """``tx_id -> decision`` of the Flink-free operator function, state kept per account.
+
+    ``reset_after``: drop every account's state after this event index (what a restart
+    without restored state would do).
+    """
     graph = RiskGraph.from_models(RiskModels(models))
     table = load_accounts(accounts)
     states: dict[str, Any] = {}
     out = {}
-    for e in events:
+    for i, e in enumerate(events):
+        if reset_after >= 0 and i == reset_after + 1:
+            states = {}
         row = (e["account_id"], base64.b64encode(json.dumps(e).encode()).decode(), 0, 0)
         result, snap = process_transaction(states.get(e["account_id"]), row, graph, table)
         if snap is not None:
