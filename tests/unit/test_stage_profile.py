@@ -76,3 +76,13 @@ def test_jfr_samples_classify_by_frame_then_thread() -> None:
     assert len(samples) == 3
     stages = [classify(f, JVM_STAGES) for f, _ in samples]
     assert stages == ["encode", "sink", "row copies"]
+
+
+def test_waiting_threads_are_left_out_of_the_shares() -> None:
+    from flinkai.bench.shared.profile import _shares
+
+    raw = PYSPY + "\nwait (threading.py:600);Condition.wait (threading.py:331) 50"
+    shares, total = _shares(parse_pyspy_raw(raw), PYTHON_STAGES)
+    assert total == 18  # the 50 waiting samples are not CPU work
+    assert abs(sum(shares.values()) - 1.0) < 1e-9
+    assert shares["tokenise"] == 7 / 18

@@ -31,6 +31,7 @@ from typing import Any
 
 __all__ = [
     "JVM_STAGES",
+    "PYTHON_IDLE",
     "PYTHON_STAGES",
     "StageProfile",
     "StageProfiler",
@@ -41,8 +42,8 @@ __all__ = [
 
 #: (stage, substrings of a Python frame "function (file:line)"), checked leaf first.
 PYTHON_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("model", ("flinkai/backends/onnx.py", "onnxruntime/", "flinkai/backends/triton.py")),
     ("tokenise", ("flinkai/models/tokens.py", "tokenizers/")),
+    ("model", ("flinkai/backends/onnx.py", "onnxruntime/", "flinkai/backends/triton.py")),
     ("parse", ("flinkai/functions/events.py", "flinkai/udfs/events.py")),
     (
         "encode",
@@ -85,6 +86,21 @@ JVM_STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("row copies", ("table.runtime.typeutils", "table.data.")),
     ("checkpoint", ("checkpoint", "Checkpoint")),
+)
+
+
+#: Leaf frames of a thread that waits rather than works. py-spy's ``--nonblocking`` mode
+#: cannot always tell idle threads (gRPC's spin threads, pools) from busy ones.
+PYTHON_IDLE = (
+    "Condition.wait (threading.py",
+    "Event.wait (threading.py",
+    "Thread.run (threading.py",
+    "_serve (grpc/_server.py",
+    "channel_spin (grpc/_channel.py",
+    "_wait_once (grpc/_common.py",
+    "SocketIO.readinto (socket.py",
+    "select (selectors.py",
+    "_worker (concurrent/futures/thread.py",
 )
 
 
@@ -137,6 +153,8 @@ def _shares(
 ) -> tuple[dict[str, float], int]:
     counts: Counter[str] = Counter()
     for frames, n in samples:
+        if frames and any(idle in frames[0] for idle in PYTHON_IDLE):
+            continue
         counts[classify(frames, stages)] += n
     total = sum(counts.values())
     return ({k: v / total for k, v in counts.most_common()} if total else {}), total
@@ -171,7 +189,7 @@ class StageProfile:
 def _top(samples: Iterable[tuple[list[str], int]], n: int = 12) -> list[tuple[str, int]]:
     counts: Counter[str] = Counter()
     for frames, c in samples:
-        if frames:
+        if frames and not any(idle in frames[0] for idle in PYTHON_IDLE):
             counts[frames[0]] += c
     return counts.most_common(n)
 
