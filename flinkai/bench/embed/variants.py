@@ -49,6 +49,8 @@ def _raw_ort(texts: list[str], args: dict[str, Any]) -> VariantResult:
 
     ``args``: ``batch_size``, ``threads`` (0: ORT picks) and ``variant`` (fp32, int8,
     fp16; default fp32). A variant whose file was not built is ``n/a`` with the reason.
+    ``sort_window`` (texts): sort only within consecutive windows of that many texts,
+    as the job can only sort within the bundle it sees; 0 sorts the whole input.
     """
     import onnxruntime as ort
     from tokenizers import Tokenizer
@@ -59,7 +61,9 @@ def _raw_ort(texts: list[str], args: dict[str, Any]) -> VariantResult:
     config = _config(args.get("overrides"))
     variant = str(args.get("variant", "fp32"))
     batch = int(args["batch_size"])
-    name = str(args.get("name") or f"raw ORT {variant}, batch {batch}, length-sorted")
+    window = int(args.get("sort_window") or 0)
+    sorted_how = f"length-sorted within {window}-text windows" if window else "length-sorted"
+    name = str(args.get("name") or f"raw ORT {variant}, batch {batch}, {sorted_how}")
     artifacts = load_artifacts(config.model)
     try:
         model_file = artifacts.model_file(variant)
@@ -80,9 +84,15 @@ def _raw_ort(texts: list[str], args: dict[str, Any]) -> VariantResult:
     out = np.empty((len(texts), config.model.dim), dtype=np.float32)
     encodings = tok.encode_batch(texts)  # tokenising is part of the work
     ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
-    order = np.argsort([len(i) for i in ids], kind="stable")
-    for lo in range(0, len(order), batch):
-        idx = order[lo : lo + batch]
+    lengths = np.asarray([len(i) for i in ids])
+    step = window or len(ids) or 1
+    # Batches never cross a window: the job cannot batch texts of two bundles together.
+    batches = [
+        w0 + np.argsort(lengths[w0 : w0 + step], kind="stable")[lo : lo + batch]
+        for w0 in range(0, len(ids), step)
+        for lo in range(0, min(step, len(ids) - w0), batch)
+    ]
+    for idx in batches:
         width = max(len(ids[i]) for i in idx)
         input_ids = np.zeros((len(idx), width), dtype=np.int64)
         mask = np.zeros_like(input_ids)
