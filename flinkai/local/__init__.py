@@ -7,6 +7,8 @@ cluster (:mod:`flinkai.runtime.cluster`) and the Triton server
 (:mod:`flinkai.serve.triton_server`) are built on it. :mod:`.server` adds the
 lifecycle of a server that outlives its starter (pid and port files, stop, kill,
 wait), shared by the Kafka broker and the Chroma server (:mod:`flinkai.rag.server`).
+:mod:`.prometheus` runs a real Prometheus that scrapes Flink's reporter and
+``flinkai.gpu_metrics`` and answers PromQL (the chart's autoscaling queries).
 """
 
 from flinkai.local.process import (

@@ -1,0 +1,184 @@
+"""The chart's autoscaling queries on real series: a real Prometheus scrapes a running job.
+
+The embed job runs on the real broker and MiniCluster with Flink's Prometheus reporter
+on; ``flinkai.gpu_metrics`` runs beside it as in a TaskManager pod. A real Prometheus
+(``flinkai.local.prometheus``) scrapes both, with the ``namespace`` and ``pod`` labels a
+PodMonitor adds. The prometheus-adapter rules come from the rendered chart (helm where
+``.ci/deploy-check`` built it, as in CI), and their PromQL is filled and evaluated the
+way the adapter does. A missing ``prometheus`` fails the test (CI installs it), never
+skips it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flinkai import gpu_metrics, metrics
+from flinkai.autoscaling import render
+from flinkai.config import load_config
+from flinkai.kafka.admin import produce
+from flinkai.kafka.broker import LocalKafka
+from flinkai.local.errors import ServiceError
+from flinkai.local.process import free_port, spawn, stop_group, tcp_open, wait_until
+from flinkai.local.prometheus import LocalPrometheus, ScrapeTarget
+
+from .streaming import POISON, StreamingJob, make_events
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+NAMESPACE = "flinkai"
+#: The MiniCluster is one JVM: JobManager and TaskManager metrics share one endpoint.
+POD = "flinkai-taskmanager-0"
+BACKLOG = "ai_operator_backlog_depth"
+#: Rows sent at once: a few times what the job buffers in flight (the source's fetch
+#: queue of up to 2 x 500 records, plus one Python bundle), so the rest waits in Kafka.
+BURST = 3000
+#: Small Python bundles: with the default 1,024 rows, a second thousand rows in flight
+#: would hide most of the burst from ``pendingRecords``.
+BUNDLE = 64
+#: A short averaging window keeps the test short; the query is otherwise the chart's.
+WINDOW = "5s"
+
+
+@pytest.fixture
+def gpu_endpoint(tmp_path: Path) -> Iterator[str]:
+    """``python -m flinkai.gpu_metrics`` on a free loopback port, as the chart runs it."""
+    import sys
+
+    port = free_port()
+    proc = spawn(
+        [sys.executable, "-m", "flinkai.gpu_metrics", "--host", "127.0.0.1", "--port", str(port)],
+        tmp_path / "gpu_metrics.log",
+    )
+    try:
+        assert wait_until(
+            lambda: tcp_open("127.0.0.1", port), 30, alive=lambda: proc.poll() is None
+        )
+        yield f"127.0.0.1:{port}"
+    finally:
+        stop_group(proc)
+
+
+def _prometheus(tmp_path: Path, targets: list[ScrapeTarget]) -> LocalPrometheus:
+    prom = LocalPrometheus(tmp_path / "prometheus", targets, scrape_interval_s=1.0)
+    failure: str | None = None
+    try:
+        prom.start()
+    except ServiceError as e:
+        failure = f"cannot start Prometheus: {e}"
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
+    return prom
+
+
+def test_chart_adapter_queries_on_a_running_job(
+    kafka_broker: LocalKafka, model_artifacts: object, gpu_endpoint: str, tmp_path: Path
+) -> None:
+    chart = render(overrides={"autoscaling.backlog.window": WINDOW})
+    backlog_metric = chart.metrics[BACKLOG]
+    backlog_rule = chart.rule(BACKLOG)
+    assert f"[{WINDOW}]" in backlog_rule.metrics_query, backlog_rule.metrics_query
+
+    reporter = free_port()
+    config = load_config(env={}).with_overrides(
+        runtime={
+            "prometheus_port": reporter,
+            "python_bundle_size": BUNDLE,
+            "arrow_batch_size": BUNDLE,
+        }
+    )
+    labels = {"namespace": NAMESPACE, "pod": POD}
+    prom = _prometheus(
+        tmp_path,
+        [
+            ScrapeTarget("flink", f"127.0.0.1:{reporter}", labels),
+            ScrapeTarget("gpu-metrics", gpu_endpoint, labels),
+        ],
+    )
+    events, _, _ = make_events(BURST + 20, poison_every=10**9)
+    job = StreamingJob(kafka_broker.bootstrap, config=config)
+    timeline: list[tuple[float, float, float]] = []
+    try:
+        job.start()
+        job.warm_up(events, 20)
+        # An empty text reaches the model function as a failed row (embedding_failed_rows).
+        produce(kafka_broker.bootstrap, job.topics[0], [POISON[2]])
+        prom.wait_for_targets(timeout_s=30)
+
+        # Every series an adapter rule selects exists under the name the rule expects.
+        def discovered() -> dict[str, str]:
+            found: dict[str, str] = {}
+            for rule in chart.rules:
+                for series in prom.series(rule.series_query):
+                    name = rule.metric_name(series["__name__"])
+                    if name:
+                        found[name] = series["__name__"]
+            return found
+
+        want = {
+            BACKLOG,
+            "flinkai_embedded_rows_per_second",
+            "flinkai_embedding_failed_rows_per_second",
+            "flinkai_embedding_batch_ms",
+        }
+        names: dict[str, str] = {}
+
+        def all_found() -> bool:
+            nonlocal names
+            names = discovered()
+            return want <= set(names)
+
+        assert wait_until(all_found, 60, poll_s=1.0), names
+        assert names[BACKLOG] == "flink_taskmanager_job_task_operator_pendingRecords"
+        assert names["flinkai_embedded_rows_per_second"] == metrics.prometheus_name(
+            metrics.EMBEDDED_ROWS
+        )
+        # The GPU series exists exactly when NVML sees a GPU: absent, never a fake 0, here.
+        has_gpu = gpu_metrics.load_nvml() is not None
+        assert (gpu_metrics.GPU_UTILIZATION in names) == has_gpu, names
+
+        # The external backlog query, as the adapter sends it for the HPA's selector.
+        backlog_q = backlog_rule.promql(
+            names[BACKLOG], {"namespace": NAMESPACE, **backlog_metric.selector}, ["namespace"]
+        )
+        pending_q = f'sum({names[BACKLOG]}{{namespace="{NAMESPACE}"}})'
+        rate_rule = chart.rule("flinkai_embedded_rows_per_second")
+        rate_q = rate_rule.promql(
+            names["flinkai_embedded_rows_per_second"],
+            {"namespace": NAMESPACE, "pod": POD},
+            ["pod"],
+        )
+
+        def value(q: str) -> float:
+            samples = prom.query(q)
+            assert len(samples) <= 1, (q, samples)
+            return samples[0].value if samples else 0.0
+
+        before = value(backlog_q)
+        start = time.monotonic()
+        produce(kafka_broker.bootstrap, job.topics[0], events[20:])
+        peak = 0.0
+        # Rise, then drain: bounded by time; sampled once a second like a scrape.
+        while time.monotonic() - start < 90:
+            v, raw = value(backlog_q), value(pending_q)
+            timeline.append((round(time.monotonic() - start, 1), v, raw))
+            peak = max(peak, v)
+            if peak > 0 and raw == 0 and v < peak / 2:
+                break
+            time.sleep(1.0)
+        rows_per_s = [s.value for s in prom.query(rate_q)]
+    finally:
+        job.cancel()
+        prom.stop()
+    print("backlog timeline (s, ai_operator_backlog_depth, sum pendingRecords):", timeline)
+    # Rises: input outpaced the job by far more than the job buffers.
+    assert before < 1, (before, timeline)
+    assert peak >= 5, timeline
+    # Falls: the source caught up (nothing pending) and the windowed value came down.
+    assert timeline[-1][2] == 0 and timeline[-1][1] < peak / 2, timeline
+    # The pod-level rate rule gave a positive rows/s for the pod doing the work.
+    assert rows_per_s and rows_per_s[0] > 0, rows_per_s
