@@ -345,6 +345,7 @@ def _handle(args: argparse.Namespace) -> int:
     loadavg_start = os.getloadavg()
     rows: list[dict[str, Any]] = []
     gran: dict[str, Any] = {}
+    cold: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="flinkai-bench-kv-") as work:
         broker = None if args.bootstrap else LocalKafka(Path(work) / "kafka", port=free_port())
         if broker is not None:
@@ -352,7 +353,9 @@ def _handle(args: argparse.Namespace) -> int:
         try:
             bootstrap = args.bootstrap or (broker.bootstrap if broker else None)
             assert bootstrap is not None
-            if decoder is not None:
+            if decoder is not None and args.cold_worker:
+                cold = _cold_worker_run(decoder, bootstrap, args, config.llm.block_tokens)
+            elif decoder is not None:
                 rows = run_kvcache_bench(
                     decoder,
                     profile,
@@ -361,7 +364,11 @@ def _handle(args: argparse.Namespace) -> int:
                     progress=lambda line: print(line, file=sys.stderr, flush=True),
                 )
                 gran = granularity(decoder, bootstrap, 1024, config.llm.block_tokens)
-            throughput = _store_throughput(bootstrap, profile, config.llm.block_tokens)
+            throughput = (
+                []
+                if args.cold_worker
+                else _store_throughput(bootstrap, profile, config.llm.block_tokens)
+            )
         finally:
             if broker is not None:
                 broker.stop()
@@ -379,13 +386,16 @@ def _handle(args: argparse.Namespace) -> int:
             "loadavg_start": loadavg_start,
             "loadavg_end": os.getloadavg(),
         },
-        "gpu": "n/a (no GPU)",
+        "gpu": _gpu_line(),
         "started_unix": started,
         "seconds": time.time() - started,
         "rows": rows,
         "granularity": gran,
         "store_throughput": throughput,
+        "cold_worker": cold,
     }
+    if cold:
+        _print_cold(cold)
     if rows:
         print(_table(rows))
         print(json.dumps({"granularity": gran}, indent=1))
@@ -449,8 +459,87 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="only the store's put/get MB/s (no model, no TTFT rows)",
     )
+    parser.add_argument(
+        "--cold-worker",
+        action="store_true",
+        help="only the cold worker: a separate process on a topic already holding "
+        "--fill-mb of other prefixes, TTFT including the store's open; and the break-even",
+    )
+    parser.add_argument("--fill-mb", type=float, default=2000.0, help="with --cold-worker")
+    parser.add_argument(
+        "--cold-lengths", default="512,1024", help="with --cold-worker: prompt lengths"
+    )
+    parser.add_argument("--cold-share", type=float, default=0.9, help="with --cold-worker")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.set_defaults(handler=_handle)
+
+
+def _cold_worker_run(
+    decoder: Decoder, bootstrap: str, args: argparse.Namespace, block_tokens: int
+) -> dict[str, Any]:
+    """``--cold-worker``: fill a topic, then one new process per length (see kvcache_cold)."""
+    from flinkai.bench.kvcache_cold import break_even, cold_config, fill_topic, run_cold_workers
+
+    config = cold_config(bootstrap)
+    began = time.perf_counter()
+    fill = fill_topic(
+        config,
+        decoder.shape,
+        model_id=decoder.model_id,
+        model_version=decoder.model_version,
+        mb=args.fill_mb,
+        block_tokens=block_tokens,
+    )
+    fill["seconds"] = time.perf_counter() - began
+    print(f"filled {fill['fill_mb']:.0f} MB: {fill}", file=sys.stderr, flush=True)
+    worker_argv = ["--config", args.config] if getattr(args, "config", None) else []
+    rows = run_cold_workers(
+        decoder,
+        config,
+        [int(n) for n in args.cold_lengths.split(",")],
+        share=args.cold_share,
+        block_tokens=block_tokens,
+        worker_argv=worker_argv,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )
+    return {
+        "codec": asdict(config.codec),
+        "fill": fill,
+        "rows": rows,
+        "break_even": break_even(rows, decoder.shape.kv_bytes_per_token),
+    }
+
+
+def _print_cold(cold: dict[str, Any]) -> None:
+    print(
+        "| length | share | open ms | TTFT ms (lookup+restore+prefill) | TTFT incl. open ms | "
+        "no-cache TTFT ms | x no-cache | cached tok | restore ms | restore MB/s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in cold["rows"]:
+        mb_s = r["restored_mb"] / (r["restore_ms"] / 1000) if r["restore_ms"] else 0.0
+        print(
+            f"| {r['length']} | {r['share']:.0%} | {r['open_ms']:.0f} | {r['ttft_ms']:.0f} | "
+            f"{r['ttft_with_open_ms']:.0f} | {r['no_cache_ttft_ms']:.0f} | "
+            f"{r['x_no_cache']:.2f} | {r['cached_tokens']} | {r['restore_ms']:.0f} | "
+            f"{mb_s:.0f} |"
+        )
+    b = cold["break_even"]
+    if b:
+        tokens = b["break_even_tokens"]
+        print(
+            f"break-even: restore {b['restore_mb_s']:.0f} MB/s "
+            f"({b['restore_ms_per_token']:.3f} ms/token), prefill "
+            f"{b['prefill_ms_per_token']:.2f} ms/token on this CPU, open {b['open_ms']:.0f} ms "
+            f"-> restoring beats recomputing from "
+            + (f"{tokens:.0f} tokens" if tokens is not None else "never (restore is slower)")
+        )
+        print(f"GPU prefill: {b['gpu_prefill']}; restore bandwidth a GPU needs:")
+        for g in b["gpu_bandwidth_per_1k_prefill_tokens_s"]:
+            print(
+                f"  {g['model']}: {g['kv_bytes_per_token']:,} B/token -> "
+                f"{g['mb_s_per_1k_prefill_tokens_s']:.0f} MB/s per 1,000 prefill tokens/s"
+            )
 
 
 # -- in ``flinkai bench suite`` ---------------------------------------------------------
@@ -462,6 +551,13 @@ SUITE_PROFILES = {
     1024: Profile(_grid((256, 512, 1024), (0.0, 0.9)), 2, (1, 16)),
     2048: Profile(_grid((256, 512, 1024, 2048), SHARES), 3, (1, 16, 48)),
 }
+
+
+def _gpu_line() -> str:
+    # The decoder (OnnxDecoder) opens its session on the CPU provider only.
+    from flinkai.bench.shared.devices import SystemProbe, gpu_status
+
+    return gpu_status(SystemProbe().report(), None, "the SmolLM2 decoder (ONNX Runtime)")
 
 
 def _suite_run(size: int | None) -> EntryOutput:
@@ -509,7 +605,7 @@ def _suite_run(size: int | None) -> EntryOutput:
         f"SmolLM2-135M ONNX decoder on CPU ({decoder.model_version}), {profile.prompts} timed "
         "prompt(s) per cell and mode, modes interleaved; TTFT = lookup + restore + prefill + "
         "first token. The cold worker opens a new store per prompt (open time not in TTFT).",
-        "GPU: n/a (no GPU): the decoder runs on ONNX Runtime CPU.",
+        f"GPU: {_gpu_line()}.",
     ]
     return EntryOutput({"TTFT by mode": ttft, "store MB/s": store}, notes)
 

@@ -375,6 +375,9 @@ class KafkaSnapshotStore(SnapshotStore):
         # (the offset of that run's commit marker).
         self._sought: dict[int, int] = {}
         self._index_partitions: list[int] = []
+        #: Data-topic records read while indexing (values included): none when the
+        #: index topic describes everything, e.g. at open.
+        self.tail_records = 0
         self._closed = False
         self._check_access()
         try:
@@ -691,6 +694,7 @@ class KafkaSnapshotStore(SnapshotStore):
 
     def _apply(self, record: Any) -> None:
         """Fold one committed record into the index."""
+        self.tail_records += 1
         try:
             key, version, chunk = _parse_record_key(record.key or b"")
         except ValueError as e:
@@ -967,7 +971,10 @@ class KafkaSnapshotStore(SnapshotStore):
                     "compression.type": "none",
                     "transaction.timeout.ms": int(c.transaction_timeout_s * 1000),
                     "request.timeout.ms": timeout_ms,
-                    "message.timeout.ms": timeout_ms + 1000,
+                    # librdkafka refuses a message timeout above the transaction's.
+                    "message.timeout.ms": min(
+                        timeout_ms + 1000, int(c.transaction_timeout_s * 1000)
+                    ),
                     "socket.timeout.ms": timeout_ms,
                 },
                 c.request_timeout_s,

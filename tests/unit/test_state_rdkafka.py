@@ -1,0 +1,81 @@
+"""The Kafka store's librdkafka pieces that need no broker: checksums, security keys."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flinkai.config import KafkaSecurityConfig
+from flinkai.state import CodecConfig, Version
+from flinkai.state.codec import decode, encode
+from flinkai.state.errors import SnapshotCorruptError
+from flinkai.state.kafka import _parse_index_value, index_value
+from flinkai.state.rdkafka import rdkafka_security
+
+TENSOR = np.random.default_rng(4).standard_normal((2, 3, 64, 64)).astype("float32")
+
+
+def test_xxh3_checksum_round_trips_and_names_itself() -> None:
+    codec = CodecConfig(codec="none", byte_shuffle=False, checksum="xxh3_128")
+    meta, payload = encode(TENSOR, codec, version=Version(1), model_version="r")
+    assert meta.sha256.startswith("xxh3_128:") and len(meta.sha256) == len("xxh3_128:") + 32
+    np.testing.assert_array_equal(decode(payload, meta), TENSOR)
+
+
+def test_xxh3_checksum_refuses_a_flipped_byte() -> None:
+    codec = CodecConfig(codec="none", byte_shuffle=False, checksum="xxh3_128")
+    meta, payload = encode(TENSOR, codec, version=Version(1), model_version="r")
+    broken = bytearray(payload)
+    broken[len(broken) // 2] ^= 0x10
+    with pytest.raises(SnapshotCorruptError, match="xxh3_128") as e:
+        decode(bytes(broken), meta)
+    assert e.value.reason == "checksum"
+
+
+def test_a_plain_hex_digest_is_still_read_as_sha256() -> None:
+    meta, payload = encode(TENSOR, CodecConfig(), version=Version(1), model_version="r")
+    assert meta.sha256 == hashlib.sha256(TENSOR.tobytes()).hexdigest()
+    np.testing.assert_array_equal(decode(payload, meta), TENSOR)
+
+
+def test_an_unknown_checksum_is_refused_in_the_config() -> None:
+    with pytest.raises(ValueError, match="checksum"):
+        CodecConfig(checksum="md5")  # type: ignore[arg-type]
+
+
+def test_index_value_round_trips_and_a_bad_one_is_corrupt() -> None:
+    meta, _ = encode(TENSOR, CodecConfig(), version=Version(5, 1), model_version="r")
+    raw = index_value(meta, 2, [10, 11, 12], (8, 14))
+    assert len(raw) < 400  # key-only: a few hundred bytes against ~100 KB per chunk
+    assert _parse_index_value(Version(5, 1), raw) == (meta, 2, [10, 11, 12], (8, 14))
+    with pytest.raises(SnapshotCorruptError):
+        _parse_index_value(Version(5, 1), raw.replace(b'"span":[8,14]', b'"span":[11,14]'))
+    with pytest.raises(SnapshotCorruptError):
+        _parse_index_value(Version(5, 1), b"{not json")
+
+
+def test_plain_text_has_no_security_properties() -> None:
+    assert rdkafka_security(KafkaSecurityConfig()) == {}
+
+
+def test_sasl_ssl_maps_to_librdkafka_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    monkeypatch.setenv("KV_TEST_PASSWORD", "s3cret")
+    sec = KafkaSecurityConfig(
+        protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        username="alice",
+        password_env="KV_TEST_PASSWORD",
+        ca_file=str(ca),
+    )
+    assert rdkafka_security(sec) == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice",
+        "sasl.password": "s3cret",
+        "ssl.ca.location": str(ca),
+    }
