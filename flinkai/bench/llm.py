@@ -22,6 +22,8 @@ import numpy as np
 __all__ = ["LlmBenchRow", "register", "run_llm_bench"]
 
 DEFAULT_LENGTHS = (128, 512, 1024, 2048)
+#: ``OnnxDecoder`` opens its session on the CPU provider only; the torch reference too.
+DECODER_PATH = "the SmolLM2 decoder (ONNX Runtime CPU provider; torch reference on CPU)"
 
 
 @dataclass(frozen=True)
@@ -123,10 +125,16 @@ def run_llm_bench(
         "allow_spinning": allow_spinning,
         "kv_bytes_per_token": decoder.shape.kv_bytes_per_token,
         "repeats": 1,
-        "gpu": "n/a (no GPU)",
+        "gpu": _gpu_line(),
         "rows": [asdict(r) for r in rows],
         "machine": machine_info(),
     }
+
+
+def _gpu_line() -> str:
+    from flinkai.bench.shared.devices import SystemProbe, gpu_status
+
+    return gpu_status(SystemProbe().report(), None, DECODER_PATH)
 
 
 def _handle(args: argparse.Namespace) -> int:

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from flinkai.bench.shared.devices import DeviceReport, SystemProbe, gpu_status
 from flinkai.bench.shared.suite import SuiteEntry
 from flinkai.config import Config, load_config
 
@@ -533,13 +534,26 @@ def run_rag_bench(opts: RagBenchOptions, progress: Callable[[str], None] = print
         "benchmark": "rag",
         "options": asdict(opts),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-        "gpu": "n/a (no GPU)",
+        "gpu": _gpu_status(base, SystemProbe().report()),
         "freshness_path": "through the Flink job (jobs/rag_ingest.sql on the MiniCluster)",
         "phases": [stream.row(), batch.row()],
         "notes": {"stream": stream.notes, "batch": batch.notes},
         "batch_over_stream_freshness_p99": (p99[1] / p99[0]) if p99[0] and p99[1] else None,
         "recall": recall,
     }
+
+
+def _gpu_status(config: Config, report: DeviceReport) -> str:
+    """The GPU line: the embedder's device (the only stage with a GPU path; Chroma is CPU)."""
+    backend = config.embedding.backend
+    if backend == "onnx":
+        what = f"the embedder (ONNX Runtime, onnx.provider: {config.onnx.provider})"
+        line = gpu_status(report, config.onnx.provider, what)
+    elif backend == "triton":
+        line = "on the Triton server's device (embedding.backend: triton; not probed here)"
+    else:  # sentence_transformers: the backend builds its model on the CPU device
+        line = gpu_status(report, None, f"the embedder (embedding.backend: {backend})")
+    return f"{line}; the Chroma index searches on the CPU"
 
 
 def _table(result: dict[str, Any]) -> str:

@@ -21,6 +21,7 @@ __all__ = [
     "GpuInfo",
     "GpuMemorySampler",
     "SystemProbe",
+    "gpu_status",
 ]
 
 #: ``OnnxConfig.provider`` -> the ONNX Runtime execution provider it needs.
@@ -85,6 +86,35 @@ class DeviceReport:
             ],
             "nvml_note": self.nvml_note,
         }
+
+
+def gpu_status(report: DeviceReport, provider: str | None, what: str) -> str:
+    """A bench's GPU line: which device its measured path used, or the true reason it used none.
+
+    Args:
+        report: What the probe found (:meth:`DeviceProbe.report`).
+        provider: The ORT provider the path ran on (``cpu``, ``cuda``, ``tensorrt``), or
+            None when the path has no GPU code at all.
+        what: The path, e.g. ``"the SmolLM2 decoder (ONNX Runtime)"``.
+
+    Returns:
+        ``CPU-only build: ...`` when the path cannot use a GPU (whatever the probe saw),
+        ``n/a (no GPU: ...)`` only when the probe found no device, ``not used: ...`` for
+        a GPU-capable path configured for the CPU on a machine with a GPU, the device
+        name when it ran there, and ``n/a (<reason>)`` when a GPU provider cannot run.
+    """
+    names = ", ".join(g.name for g in report.gpus)
+    if provider is None:
+        seen = f"{names} present, unused" if names else "no GPU here either"
+        return f"CPU-only build: {what} has no GPU path ({seen})"
+    if provider == "cpu":
+        if not report.gpus:
+            return f"n/a (no GPU: {report.nvml_note or 'NVML sees no device'})"
+        return f"not used: {what} runs on the CPU provider by configuration; {names} present"
+    reason = report.unavailable_reason(provider)
+    if reason is not None:
+        return f"n/a ({reason})"
+    return f"{names} ({what}, {PROVIDER_NAMES[provider]})"
 
 
 class DeviceProbe(Protocol):
