@@ -75,11 +75,16 @@ class CusumConfig:
     Attributes:
         reference_events: Events averaged into the reference centroid.
         null_events: Events after those, measured against the frozen centroid: the
-            null sample the statistic is standardised and calibrated with.
+            null sample the statistic is standardised and calibrated with. Its mean
+            is known to about ``1 / sqrt(null_events)`` std.
         arl_events: Expected events between false alarms with no change (both
             charts together). At 2 events/s, 500,000 is about 69 hours.
         k_fast: Allowance of the fast chart, in null std units.
         k_slow: Allowance of the slow chart (gradual change), in null std units.
+            A smaller one catches a ramp sooner, but its threshold grows like
+            ``1 / k_slow`` and an error ``e`` (in std) in the reference's mean cuts
+            the ARL by about ``exp(2 * e * h)``: the chart becomes fragile to the
+            estimate the bootstrap only partly models.
         settle_s: Event time waited after a drift before the next reference starts.
         chains: Simulated chains per threshold in the calibration.
         chain_events: Events per simulated chain.
@@ -87,10 +92,10 @@ class CusumConfig:
     """
 
     reference_events: int = 100
-    null_events: int = 200
+    null_events: int = 400
     arl_events: float = 500_000.0
     k_fast: float = 1.0
-    k_slow: float = 0.25
+    k_slow: float = 0.5
     settle_s: float = 240.0
     chains: int = 256
     chain_events: int = 3000
