@@ -67,3 +67,34 @@ def test_the_field_form_splits_into_two_operators(tmp_path: Path) -> None:
     )
     operators = python_operators(result.plan or "")
     assert len(operators) == 2, operators
+
+
+RAG_VARS = {
+    **VARS,
+    "QUESTIONS_TOPIC": "q",
+    "ANSWERS_TOPIC": "a",
+    "DLQ_TOPIC": "d",
+    "SCAN_BOUNDED_MODE": "unbounded",
+}
+
+
+def _retrieve_calls(script: Path) -> int:
+    """``retrieve(`` calls in the Python operators of ``script``'s plan."""
+    result = run_script(
+        script,
+        load_config(env={}),
+        RunOptions(variables=RAG_VARS, udf_dirs=(bundled_udf_dir(),), explain=True),
+    )
+    return sum(op.count("retrieve(") for op in python_operators(result.plan or ""))
+
+
+def test_rag_answer_retrieves_once_per_question(tmp_path: Path) -> None:
+    # One embedding and one index search per question: the passages written are read
+    # from rag_answer's result, so the planner has no second retrieve(...) to run.
+    assert _retrieve_calls(REPO / "jobs" / "rag_answer.sql") == 1
+    # The control: writing the passages from retrieve(...) itself plans a second call.
+    sql = (REPO / "jobs" / "rag_answer.sql").read_text()
+    assert "  a.passages,\n" in sql
+    script = tmp_path / "rag_answer_twice.sql"
+    script.write_text(sql.replace("  a.passages,\n", "  retrieve(q.question, 5),\n"))
+    assert _retrieve_calls(script) == 2
