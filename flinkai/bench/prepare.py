@@ -12,7 +12,7 @@ says why in its note.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,7 +154,7 @@ def _prefixed(progress: Progress, name: str) -> Progress:
 def prepare(
     entries: Iterable[str],
     progress: Progress = print,
-    artefacts: dict[str, tuple[Artefact, ...]] | None = None,
+    artefacts: Mapping[str, Sequence[Artefact]] | None = None,
 ) -> PrepareReport:
     """Build every missing artefact of ``entries``, in order, with progress.
 
