@@ -116,7 +116,7 @@ class SeriesDetector:
         self.last_error = None
         if self.forecast is not None:
             error = abs(self.forecast - self.normalizer.scale(value))
-            score = self.scorer.score(error)
+            score = self.scorer.score(error, value)
             self.last_error = error
         self.normalizer.update(value)
         x = feature_row(self.normalizer.scale(value), ts_ms)

@@ -23,10 +23,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+
+from flinkai.anomaly.likelihood import (
+    DEFAULT_ESTIMATION_SAMPLES,
+    DEFAULT_LEARNING_PERIOD,
+    HISTORIC_WINDOW,
+    NumentaConfig,
+    NumentaLikelihood,
+)
 
 __all__ = [
     "CLIP",
@@ -117,6 +125,18 @@ class ScorerConfig:
             the score is ``d / (d + decades)``, so 0.5 means a tail probability of
             ``10 ** -decades``.
         peak_window: Points a score must exceed to be reported (0: no gate).
+        likelihood: ``gaussian`` (the steps above) or ``numenta``: Numenta's anomaly
+            likelihood (:mod:`flinkai.anomaly.likelihood`) over ``e / (1 + e)`` and
+            the point's value, with the three ``numenta_*`` constants below
+            (``short_window``, ``long_rate``, ``warmup`` and ``decades`` then do
+            nothing; set ``peak_window`` to 0 for Numenta's own post-processing).
+            Its history costs 16 bytes per point of pickled state: the full 8,640
+            is about 140 KB per key, over the operator's 64 KB budget; 1,500 (25 KB)
+            fits beside the hybrid's 38.6 KB, 3,500 (57 KB) beside the LSTM-only
+            model's 2.2 KB.
+        numenta_learning_period: Points left out of every fit.
+        numenta_estimation_samples: Further points before the first fit.
+        numenta_history: Raw scores kept for the fit.
     """
 
     short_window: int = 1
@@ -124,6 +144,10 @@ class ScorerConfig:
     warmup: int = 100
     decades: float = 10.0
     peak_window: int = 100
+    likelihood: Literal["gaussian", "numenta"] = "gaussian"
+    numenta_learning_period: int = DEFAULT_LEARNING_PERIOD
+    numenta_estimation_samples: int = DEFAULT_ESTIMATION_SAMPLES
+    numenta_history: int = HISTORIC_WINDOW
 
     def __post_init__(self) -> None:
         if self.short_window < 1:
@@ -134,6 +158,18 @@ class ScorerConfig:
             raise ValueError("warmup must be >= 1 and decades > 0")
         if self.peak_window < 0:
             raise ValueError("peak_window must be >= 0")
+        if self.likelihood not in ("gaussian", "numenta"):
+            raise ValueError(f"likelihood must be 'gaussian' or 'numenta', got {self.likelihood!r}")
+        # NumentaConfig checks the numenta_* constants.
+        self.numenta_config()
+
+    def numenta_config(self) -> NumentaConfig:
+        """The constants of the ``numenta`` likelihood."""
+        return NumentaConfig(
+            learning_period=self.numenta_learning_period,
+            estimation_samples=self.numenta_estimation_samples,
+            historic_window=self.numenta_history,
+        )
 
 
 # Above this z, erfc nears underflow: the tail's log comes from its asymptotic series.
@@ -176,14 +212,19 @@ class ErrorScorer:
     var: float = 0.0
     recent: list[float] = field(default_factory=list)
     peaks: list[float] = field(default_factory=list)
+    numenta: NumentaLikelihood | None = None
 
-    def score(self, error: float) -> float:
-        """Score one error against the errors before it, then learn it."""
+    def score(self, error: float, value: float = 0.0) -> float:
+        """Score one error (of a point with this value) against the errors before it, then learn it."""
         cfg = self.config
         window = [*self.recent, error]
         short = sum(window) / len(window)
         likelihood = 0.0
-        if self.n >= cfg.warmup:
+        if cfg.likelihood == "numenta":
+            if self.numenta is None:
+                self.numenta = NumentaLikelihood(cfg.numenta_config())
+            likelihood = self.numenta.score(error / (1.0 + error), value)
+        elif self.n >= cfg.warmup:
             z = (short - self.mean) / math.sqrt(self.var + 1e-12)
             likelihood = log_likelihood_score(z, cfg.decades)
         score = likelihood
@@ -200,8 +241,9 @@ class ErrorScorer:
         return score
 
     def snapshot(self) -> dict[str, Any]:
+        numenta = None if self.numenta is None else self.numenta.snapshot()
         return {"n": self.n, "mean": self.mean, "var": self.var, "recent": list(self.recent),
-                "peaks": list(self.peaks)}  # fmt: skip
+                "peaks": list(self.peaks), "numenta": numenta}  # fmt: skip
 
     @classmethod
     def from_snapshot(cls, snap: Mapping[str, Any], config: ScorerConfig) -> ErrorScorer:
@@ -210,4 +252,10 @@ class ErrorScorer:
         # A snapshot from before the peak gate has no "peaks": the gate starts empty.
         peaks = [float(p) for p in snap.get("peaks", [])]
         peaks = peaks[-config.peak_window :] if config.peak_window else []
-        return cls(config, int(snap["n"]), float(snap["mean"]), float(snap["var"]), recent, peaks)
+        # Numenta state is kept only while that likelihood is configured (older snapshots have none).
+        numenta = snap.get("numenta")
+        restored = None
+        if config.likelihood == "numenta" and numenta is not None:
+            restored = NumentaLikelihood.from_snapshot(numenta, config.numenta_config())
+        return cls(config, int(snap["n"]), float(snap["mean"]), float(snap["var"]), recent, peaks,
+                   restored)  # fmt: skip

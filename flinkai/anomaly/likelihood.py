@@ -52,6 +52,8 @@ import numpy as np
 
 __all__ = [
     "AVERAGING_WINDOW",
+    "DEFAULT_ESTIMATION_SAMPLES",
+    "DEFAULT_LEARNING_PERIOD",
     "FLAT_VALUE_VARIANCE",
     "HISTORIC_WINDOW",
     "LOG_EPSILON",

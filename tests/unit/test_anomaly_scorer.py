@@ -73,3 +73,57 @@ def test_snapshot_without_peaks_loads_with_an_empty_gate() -> None:
     restored = ErrorScorer.from_snapshot(old, ScorerConfig())
     assert restored.peaks == [] and restored.n == scorer.n
     assert math.isfinite(restored.score(1.0))
+
+
+# -- likelihood = "numenta" ----------------------------------------------------------------
+
+_NUMENTA = ScorerConfig(likelihood="numenta", peak_window=0, numenta_learning_period=20,
+                        numenta_estimation_samples=30, numenta_history=200)  # fmt: skip
+
+
+def _points(n: int = 400) -> list[tuple[float, float]]:
+    rng = np.random.default_rng(5)
+    values = np.cumsum(rng.normal(0.0, 1.0, n))
+    return [(abs(float(e)), float(v)) for e, v in zip(rng.normal(0.0, 0.5, n), values, strict=True)]
+
+
+def test_numenta_option_is_numentas_likelihood_over_bounded_errors() -> None:
+    from flinkai.anomaly.likelihood import NumentaConfig, NumentaLikelihood
+
+    scorer = ErrorScorer(_NUMENTA)
+    reference = NumentaLikelihood(NumentaConfig(learning_period=20, estimation_samples=30,
+                                                historic_window=200))  # fmt: skip
+    points = _points()
+    got = [scorer.score(e, v) for e, v in points]
+    expected = [reference.score(e / (1.0 + e), v) for e, v in points]
+    assert got == expected
+    # Control: the default (gaussian) scorer gives other scores on the same errors.
+    assert [ErrorScorer(ScorerConfig(peak_window=0)).score(e) for e, _ in points] != got
+
+
+def test_numenta_option_restores_mid_stream() -> None:
+    points = _points()
+    whole = ErrorScorer(_NUMENTA)
+    expected = [whole.score(e, v) for e, v in points]
+    scorer = ErrorScorer(_NUMENTA)
+    got = []
+    for e, v in points:
+        scorer = ErrorScorer.from_snapshot(scorer.snapshot(), _NUMENTA)
+        got.append(scorer.score(e, v))
+    assert got == expected
+
+
+def test_numenta_option_is_checked() -> None:
+    with pytest.raises(ValueError, match="likelihood"):
+        ScorerConfig(likelihood="htm")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        ScorerConfig(likelihood="numenta", numenta_history=0)
+
+
+def test_operator_accepts_the_numenta_option() -> None:
+    from flinkai.operators.anomaly import parse_options
+
+    opts = parse_options({"key": "k", "time": "t", "value": "v",
+                          "scorer.likelihood": "numenta", "scorer.numenta_history": "3000"})  # fmt: skip
+    assert opts.detector.scorer.likelihood == "numenta"
+    assert opts.detector.scorer.numenta_history == 3000
