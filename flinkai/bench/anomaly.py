@@ -35,6 +35,7 @@ import pickle
 import platform
 import sys
 import time
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -63,7 +64,8 @@ from flinkai.anomaly.spec import anomaly_models_dir
 from flinkai.anomaly.step import RecurrentState, StepModel
 from flinkai.anomaly.train import timestamps_ms
 from flinkai.bench.shared.suite import EntryOutput, SuiteEntry
-from flinkai.errors import SetupError
+from flinkai.config.core import coerce_value
+from flinkai.errors import ConfigError, SetupError
 
 __all__ = [
     "CONTROLS",
@@ -157,9 +159,15 @@ def _bounded(raw: float) -> float:
 
 
 def run_detector(
-    name: str, data: Mapping[str, NabSeries], models_root: Path | None = None
+    name: str,
+    data: Mapping[str, NabSeries],
+    models_root: Path | None = None,
+    operator_scorer: ScorerConfig | None = None,
 ) -> DetectorRun:
     """Run one detector over every series.
+
+    ``operator_scorer`` replaces the forecasters' default scorer in the operator path
+    (their ``scores``, latency and state size); ``native`` is the same either way.
 
     Raises:
         SetupError: A forecaster's model folder is missing.
@@ -173,7 +181,7 @@ def run_detector(
             raise SetupError(f"{name}: {e}") from e
         run.model_version = model.model_version
         timed: Any = _TimedStep(model, run.step_ms)
-        config = DetectorConfig(model=str(folder))
+        config = DetectorConfig(model=str(folder), scorer=operator_scorer or ScorerConfig())
         for key, s in data.items():
             blob = pickle.dumps(SeriesDetector(timed, config).snapshot())
             out = np.zeros(len(s.values))
@@ -307,6 +315,7 @@ def run_anomaly_bench(
     progress: Callable[[str], None] | None = None,
     scorers: Sequence[str] = SCORERS,
     protocol: str = "fixed",
+    operator_scorer: ScorerConfig | None = None,
 ) -> dict[str, Any]:
     """Run the detectors on a NAB-layout folder and summarise each.
 
@@ -324,7 +333,7 @@ def run_anomaly_bench(
     results: dict[str, Any] = {}
     for name in detectors:
         t0 = time.perf_counter()
-        run = run_detector(name, data, models_root)
+        run = run_detector(name, data, models_root, operator_scorer)
         results[name] = summarize(run, data)
         results[name]["seconds"] = round(time.perf_counter() - t0, 1)
         t1 = time.perf_counter()
@@ -415,6 +424,21 @@ def _scorer_tables(dets: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _operator_scorer(spec: str | None) -> ScorerConfig | None:
+    """``field=value,...`` of :class:`ScorerConfig`, typed as the operator types its options."""
+    if not spec:
+        return None
+    hints = typing.get_type_hints(ScorerConfig)
+    fields: dict[str, Any] = {}
+    for part in spec.split(","):
+        name, sep, raw = part.partition("=")
+        name = name.strip()
+        if not sep or name not in hints:
+            raise ConfigError(f"{part!r}: expected field=value with a field of {sorted(hints)}")
+        fields[name] = coerce_value(hints[name], raw.strip(), name)
+    return ScorerConfig(**fields)
+
+
 def _handle(args: argparse.Namespace) -> int:
     detectors = [d.strip() for d in args.detectors.split(",") if d.strip()]
     unknown = [d for d in detectors if d not in (*DETECTORS, *CONTROLS)]
@@ -424,13 +448,24 @@ def _handle(args: argparse.Namespace) -> int:
         return 2
     data = Path(args.data) if args.data else default_data_dir()
     models = Path(args.models) if args.models else None
+    try:
+        operator_scorer = _operator_scorer(args.operator_scorer)
+    except (ConfigError, ValueError) as e:
+        print(f"--operator-scorer: {e}", file=sys.stderr)
+        return 2
     scorers = [x.strip() for x in args.scorers.split(",") if x.strip()]
     if not scorers or any(x not in SCORERS for x in scorers):
         print(f"--scorers: choose from {', '.join(SCORERS)}", file=sys.stderr)
         return 2
     try:
         result = run_anomaly_bench(
-            data, detectors, models, lambda line: print(line, flush=True), scorers, args.protocol
+            data,
+            detectors,
+            models,
+            lambda line: print(line, flush=True),
+            scorers,
+            args.protocol,
+            operator_scorer,
         )
     except SetupError as e:
         print(f"bench anomaly: {e}", file=sys.stderr)
@@ -474,6 +509,12 @@ def register(subparsers: Any) -> None:
         default=",".join(SCORERS),
         help="scorer options every detector's output goes through, side by side "
         f"(comma-separated subset of: {', '.join(SCORERS)})",
+    )
+    parser.add_argument(
+        "--operator-scorer",
+        metavar="FIELD=VALUE,...",
+        help="the forecasters' operator scorer (ScorerConfig fields, as the operator's "
+        "'scorer.<field>' options), e.g. likelihood=numenta,peak_window=0,numenta_history=3500",
     )
     parser.add_argument(
         "--protocol",

@@ -90,3 +90,16 @@ def test_scorer_options() -> None:
     with pytest.raises(ValueError, match="unknown scorer"):
         apply_scorer("nope", native, values)
     assert set(SETTINGS) == set(SCORERS)
+
+
+def test_bench_operator_scorer_option() -> None:
+    from flinkai.bench.anomaly import _operator_scorer
+    from flinkai.errors import ConfigError
+
+    assert _operator_scorer(None) is None
+    cfg = _operator_scorer("likelihood=numenta, peak_window=0,numenta_history=3500")
+    assert cfg == ScorerConfig(likelihood="numenta", peak_window=0, numenta_history=3500)
+    with pytest.raises(ConfigError, match="not one of"):
+        _operator_scorer("likelihood=htm")
+    with pytest.raises(ConfigError, match="expected field=value"):
+        _operator_scorer("nope=1")
