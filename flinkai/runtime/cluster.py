@@ -286,6 +286,8 @@ class LocalFlinkCluster:
             mode, as the Helm chart runs it, e.g. ``["-pym", "flinkai.cli.main", "run",
             "jobs/embed_clicks.sql"]``); the JobManager then runs that one job's driver
             itself. ``None`` starts a session cluster that takes submitted jobs.
+        prometheus: Turn on Flink's Prometheus reporter, each process on its own free
+            loopback port (:attr:`metrics_addresses`), as each pod serves its own.
     """
 
     def __init__(
@@ -303,6 +305,7 @@ class LocalFlinkCluster:
         start_timeout_s: float = 120.0,
         keep_work_dir: bool = False,
         application: Sequence[str] | None = None,
+        prometheus: bool = False,
     ) -> None:
         self._own_work_dir = work_dir is None
         self.work_dir = Path(work_dir).resolve() if work_dir else None
@@ -317,6 +320,10 @@ class LocalFlinkCluster:
         self.start_timeout_s = start_timeout_s
         self.keep_work_dir = keep_work_dir
         self.application = list(application) if application is not None else None
+        self.prometheus = prometheus
+        #: Process name (``jobmanager``, a TaskManager's resource id) -> ``host:port`` of
+        #: its Prometheus reporter; filled as processes start, with ``prometheus`` on.
+        self.metrics_addresses: dict[str, str] = {}
         self.rest_port = 0
         self.rpc_port = 0
         self._jm: subprocess.Popen[bytes] | None = None
@@ -422,6 +429,7 @@ class LocalFlinkCluster:
             kill_stragglers(proc.pid)
         self._jm = None
         self._tms = []
+        self.metrics_addresses = {}
         if self._own_work_dir and not self.keep_work_dir and self.work_dir is not None:
             shutil.rmtree(self.work_dir, ignore_errors=True)
             self.work_dir = None
@@ -457,6 +465,11 @@ class LocalFlinkCluster:
             # config carries them, so a generated one must too.
             "env.java.opts.all": _stock_java_opts(home),
         }
+        if self.prometheus:
+            from flinkai.metrics import reporter_settings
+
+            # The port is set per process (-D at start); this one is only a default.
+            conf.update(reporter_settings(0))
         conf.update(self.flink_conf)
         # Flat keys are valid in Flink 2's config.yaml; JSON strings are valid YAML scalars.
         text = "".join(f"{k}: {json.dumps(v)}\n" for k, v in conf.items())
@@ -518,10 +531,13 @@ class LocalFlinkCluster:
     def _start_jobmanager(self, home: Path) -> None:
         out_file = self.log_dir / "jobmanager.out"
         log.info("starting Flink JobManager on %s (work dir %s)", self.jobmanager, self.work_dir)
+        dynamic = self._reporter_args("jobmanager")
         if self.application is None:
-            self._jm = self._spawn(home, "jobmanager.sh", [], out_file)
+            self._jm = self._spawn(home, "jobmanager.sh", dynamic, out_file)
         else:
-            self._jm = self._spawn(home, "standalone-job.sh", self.application, out_file)
+            self._jm = self._spawn(
+                home, "standalone-job.sh", [*dynamic, *self.application], out_file
+            )
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self._jm.poll() is not None:
@@ -555,15 +571,22 @@ class LocalFlinkCluster:
         self._tm_counter += 1
         resource_id = f"tm-{self._tm_counter}"
         out_file = self.log_dir / f"taskmanager-{self._tm_counter}.out"
-        proc = self._spawn(
-            home, "taskmanager.sh", ["-D", f"taskmanager.resource-id={resource_id}"], out_file
-        )
+        args = ["-D", f"taskmanager.resource-id={resource_id}", *self._reporter_args(resource_id)]
+        proc = self._spawn(home, "taskmanager.sh", args, out_file)
         tm = TaskManagerProcess(resource_id, proc, out_file)
         self._tms.append(tm)
         log.info("started Flink TaskManager %s (pid %d)", resource_id, proc.pid)
         if wait:
             self.wait_for_taskmanager(tm)
         return tm
+
+    def _reporter_args(self, name: str) -> list[str]:
+        """``-D`` for the process's own reporter port (none with ``prometheus`` off)."""
+        if not self.prometheus:
+            return []
+        port = free_port(HOST)
+        self.metrics_addresses[name] = f"{HOST}:{port}"
+        return ["-D", f"metrics.reporter.prom.port={port}"]
 
     def wait_for_taskmanager(self, tm: TaskManagerProcess, timeout_s: float | None = None) -> None:
         """Block until the REST API lists ``tm`` as registered.

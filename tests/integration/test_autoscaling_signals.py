@@ -182,3 +182,37 @@ def test_chart_adapter_queries_on_a_running_job(
     assert timeline[-1][2] == 0 and timeline[-1][1] < peak / 2, timeline
     # The pod-level rate rule gave a positive rows/s for the pod doing the work.
     assert rows_per_s and rows_per_s[0] > 0, rows_per_s
+
+
+def test_prometheus_scrapes_the_jobmanager_and_each_taskmanager(tmp_path: Path) -> None:
+    """A standalone cluster, each process with its own reporter, as each pod has one."""
+    from flinkai.runtime.cluster import LocalFlinkCluster
+
+    def targets(cluster: LocalFlinkCluster) -> list[ScrapeTarget]:
+        return [
+            ScrapeTarget("flink", address, {"namespace": NAMESPACE, "pod": name})
+            for name, address in cluster.metrics_addresses.items()
+        ]
+
+    def registered(prom: LocalPrometheus) -> float:
+        samples = prom.query("flink_jobmanager_numRegisteredTaskManagers")
+        return samples[0].value if samples else -1.0
+
+    with LocalFlinkCluster(taskmanagers=1, prometheus=True, taskmanager_memory="1024m") as cluster:
+        assert set(cluster.metrics_addresses) == {"jobmanager", "tm-1"}
+        prom = _prometheus(tmp_path, targets(cluster))
+        try:
+            prom.wait_for_targets(timeout_s=60)
+            assert wait_until(lambda: registered(prom) == 1.0, 30, poll_s=1.0)
+            # A TaskManager that joins is scraped without restarting Prometheus.
+            cluster.start_taskmanager()
+            prom.set_targets(targets(cluster))
+            prom.wait_for_targets(timeout_s=60)
+            assert wait_until(lambda: registered(prom) == 2.0, 30, poll_s=1.0)
+            pods = {
+                s.labels["pod"]
+                for s in prom.query('flink_taskmanager_Status_JVM_CPU_Load{namespace="flinkai"}')
+            }
+            assert pods == {"tm-1", "tm-2"}, pods
+        finally:
+            prom.stop()
