@@ -105,7 +105,8 @@ def gpu_status(report: DeviceReport, provider: str | None, what: str) -> str:
     """
     names = ", ".join(g.name for g in report.gpus)
     if provider is None:
-        seen = f"{names} present, unused" if names else "no GPU here either"
+        note = report.nvml_note or "NVML sees no device"
+        seen = f"{names} present, unused" if names else f"the probe found no GPU either: {note}"
         return f"CPU-only build: {what} has no GPU path ({seen})"
     if provider == "cpu":
         if not report.gpus:
