@@ -1,7 +1,9 @@
 """Hot swap under load, inside a running Flink job, on the real broker and model.
 
 The unbounded embed job serves the registry's CURRENT version while events stream
-in at a steady rate; ten new versions are published mid-stream. The committed
+in at a steady rate; five new versions are published mid-stream, each with about 53
+events (3.5 s) of its own, as each of the ten had before (ten took about 84 s; five
+check the same order and exactly-once properties on every swap). The committed
 output must hold every input event exactly once, none on the DLQ, and the model
 version per key (and, with one subtask, along the whole output) must only move
 forward: a batch computed by a mix of versions, or a row stamped with the wrong
@@ -30,10 +32,10 @@ from .streaming import StreamingJob
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-N = 600
+N = 340
 WARM = 20
 KEYS = 8
-SWAPS = 10
+SWAPS = 5
 RATE = 15.0  # events/s: a steady load well below the job's capacity
 START_MS = 1764576000000
 
@@ -62,7 +64,7 @@ def publish(registry: ModelRegistry, model: Path, n: int) -> str:
     return registry.publish("minilm", files, version=f"v{n:02d}").model_version
 
 
-def test_ten_hot_swaps_under_steady_load(
+def test_hot_swaps_under_steady_load(
     kafka_broker: LocalKafka, model_artifacts: ModelArtifacts, tmp_path: Path
 ) -> None:
     root = tmp_path / "registry"
@@ -81,7 +83,7 @@ def test_ten_hot_swaps_under_steady_load(
         job.warm_up(events, WARM)
         # One thread produces at a steady rate and publishes a new version at the
         # start of each of SWAPS segments, so every version has a segment of events
-        # produced after it, on any machine speed; the last segment runs on v10.
+        # produced after it, on any machine speed; the last segment runs on the newest.
         stream = events[WARM:]
         segment = len(stream) // (SWAPS + 1)
         chunk = 3
