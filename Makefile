@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip check
 	touch $@
 
-jars: install  ## Connector + Kafka broker jars from Maven Central
+jars: install  ## Connector, Kafka broker and SQL Gateway jars from Maven Central
 	$(BIN)/flinkai setup
 
 model: install  ## Export all-MiniLM-L6-v2 and SmolLM2-135M-Instruct to ONNX (torch is used only here)

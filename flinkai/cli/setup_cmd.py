@@ -10,7 +10,9 @@ __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("setup", help="fetch the connector and Kafka jars from Maven Central")
+    p = sub.add_parser(
+        "setup", help="fetch the connector, Kafka and SQL Gateway jars from Maven Central"
+    )
     p.add_argument("--force", action="store_true", help="resolve again even if present")
     p.add_argument("--model", action="store_true", help="also export the ONNX model")
     p.set_defaults(handler=_setup)
