@@ -19,13 +19,10 @@
 
 SET 'pipeline.name' = 'flinkai-risk-decisions';
 -- A Python bundle closes after 50 ms instead of Flink's 1 s: a decision waits for its
--- bundle at each of the two Python stages (parse, decide).
+-- bundle in the operator's Python worker.
 SET 'python.fn-execution.bundle.time' = '50';
 
-CREATE TEMPORARY FUNCTION parse_transaction AS 'risk_transactions.parse_transaction'
-  LANGUAGE PYTHON;
-
--- Raw bytes, so a malformed record reaches parse_transaction and is dead-lettered.
+-- Raw bytes, so a malformed record reaches the operator and is dead-lettered.
 CREATE TEMPORARY TABLE transactions_raw (
   payload BYTES,
   `partition` INT METADATA FROM 'partition' VIRTUAL,
@@ -91,21 +88,17 @@ CREATE TEMPORARY TABLE dead_letters (
   'properties.transaction.timeout.ms' = '900000'
 );
 
-CREATE TEMPORARY VIEW parsed AS
-SELECT `topic` AS source_topic, `partition` AS source_partition, `offset` AS source_offset,
-       parse_transaction(payload) AS t
-FROM transactions_raw;
-
--- Valid transactions with their origin; the operator reads the fields from the bytes.
+-- One Python stage: the account id is read in SQL only to key the stream (NULL for
+-- a record that is not JSON or has none; those share the key ''), and the operator
+-- validates the bytes and dead-letters what fails, with its reason.
 CREATE TEMPORARY VIEW transactions AS
-SELECT t.account_id AS account_id, t.payload_base64 AS raw_base64,
-       source_partition, source_offset
-FROM parsed
-WHERE t.error_reason IS NULL;
+SELECT COALESCE(JSON_VALUE(CAST(payload AS STRING), '$.account_id'), '') AS account_id,
+       payload, `partition` AS source_partition, `offset` AS source_offset
+FROM transactions_raw;
 
 CREATE TEMPORARY VIEW decided AS
   APPLY OPERATOR 'flinkai.operators.agents.decide' TO transactions
-  WITH ('key' = 'account_id', 'payload' = 'raw_base64',
+  WITH ('key' = 'account_id', 'payload' = 'payload',
         'partition' = 'source_partition', 'offset' = 'source_offset',
         'models' = '${RISK_MODELS:-}', 'accounts' = '${RISK_ACCOUNTS:-}');
 
@@ -117,11 +110,6 @@ FROM decided
 WHERE error_reason IS NULL;
 
 INSERT INTO dead_letters
-SELECT t.error_reason, t.error_detail, t.payload_base64, source_topic, source_partition,
-       source_offset, CURRENT_TIMESTAMP
-FROM parsed
-WHERE t.error_reason IS NOT NULL
-UNION ALL
 SELECT error_reason, error_detail, payload_base64, '${TRANSACTIONS_TOPIC}', source_partition,
        source_offset, CURRENT_TIMESTAMP
 FROM decided

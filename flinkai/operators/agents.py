@@ -12,12 +12,12 @@ Used from a SQL script (the runner's ``APPLY OPERATOR`` statement)::
 
     CREATE TEMPORARY VIEW decisions AS
       APPLY OPERATOR 'flinkai.operators.agents.decide' TO transactions
-      WITH ('key' = 'account_id', 'payload' = 'raw_base64');
+      WITH ('key' = 'account_id', 'payload' = 'payload');
 
 Options:
     key: The account column (events are keyed by it).
-    payload: The validated event's raw bytes as base64 (``parse_transaction``'s
-        ``payload_base64``); the operator reads the transaction's fields from it.
+    payload: The event's raw bytes (BYTES), or them as base64 (STRING); the operator
+        validates them (:mod:`flinkai.agents.transactions`) and dead-letters what fails.
     partition, offset: Optional origin columns, carried to the output as
         ``source_partition``/``source_offset``.
     models: The risk model folder (default ``$FLINKAI_HOME/models/risk``).
@@ -30,7 +30,7 @@ codes), then ``error_reason, error_detail`` and the carried columns. An account
 missing from the table is a decision (reason ``unknown_account``), not an error. A
 row with ``error_reason`` set is a dead letter: ``internal_error`` (an unexpected
 exception on this row; with ``runtime.udf_errors: fail`` it fails the task), or
-the parser's code when the payload does not parse.
+the parser's code when the payload is not a valid transaction.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from flinkai.agents.graph import RiskGraph
 from flinkai.agents.transactions import InvalidTransaction, parse_transaction
 from flinkai.agents.window import SpendWindow
 from flinkai.errors import ConfigError
+from flinkai.functions.events import payload_base64
 from flinkai.functions.guard import ErrorPolicy, RowGuard, internal_error_detail
 
 if TYPE_CHECKING:
@@ -102,7 +103,8 @@ def process_transaction(
 
     Args:
         stored: The account's :meth:`SpendWindow.snapshot`, or ``None``.
-        row: ``(account_id, payload_base64, partition, offset)``.
+        row: ``(account_id, payload, partition, offset)``; the payload as raw bytes
+            or as base64 text.
         graph: The compiled graph with its models.
         accounts: The account table.
 
@@ -110,12 +112,16 @@ def process_transaction(
         The output row (:data:`DECISION_FIELDS`) and the snapshot to store, or ``None``
         when the state is unchanged (a declined event, a dead letter).
     """
-    _key, b64, partition, offset = row
-    carried = (partition, offset, b64)
-    try:
-        payload = None if b64 is None else base64.b64decode(b64, validate=True)
-    except (binascii.Error, ValueError) as e:
-        return _dead("invalid_field", f"payload is not base64: {e}", carried), None
+    _key, raw, partition, offset = row
+    if isinstance(raw, bytes | bytearray) or raw is None:
+        payload = None if raw is None else bytes(raw)
+        carried = (partition, offset, payload_base64(payload))
+    else:
+        carried = (partition, offset, raw)
+        try:
+            payload = base64.b64decode(raw, validate=True)
+        except (binascii.Error, ValueError) as e:
+            return _dead("invalid_field", f"payload is not base64: {e}", carried), None
     tx = parse_transaction(payload)
     if isinstance(tx, InvalidTransaction):
         return _dead(tx.reason, tx.detail, carried), None
@@ -168,7 +174,9 @@ def _make_process_function(opts: DecideOptions, udf_errors: ErrorPolicy) -> Any:
             return out
 
         def _failed(self, value: Row, exc: Exception) -> tuple[Any, ...]:
-            carried = (value[2], value[3], value[1])
+            raw = value[1]
+            text = payload_base64(bytes(raw)) if isinstance(raw, bytes | bytearray) else raw
+            carried = (value[2], value[3], text)
             return _dead("internal_error", internal_error_detail(exc), carried)
 
         def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
