@@ -265,8 +265,10 @@ def index_value(
             "compression": meta.compression,
             "sha256": meta.sha256,
             "payload_bytes": meta.payload_bytes,
-            "partition": partition,
             "offsets": list(offsets),
+            # Last, and the same for every snapshot of a transaction: a reader compares
+            # this tail with the previous record's instead of parsing it again.
+            "partition": partition,
             "span": list(span),
         },
         separators=(",", ":"),
@@ -296,6 +298,22 @@ def _parse_index_value(
     if not offsets or partition < 0 or first > min(offsets) or last < max(offsets):
         raise SnapshotCorruptError("header", "index record names no chunk or a bad span")
     return meta, partition, offsets, (first, last)
+
+
+def _span_tail(value: bytes) -> bytes:
+    """The ``"partition":..,"span":[..]}`` end of an :func:`index_value`."""
+    return value[value.rfind(b'"partition":') :]
+
+
+def _span_of(tail: bytes) -> tuple[int, int, int] | None:
+    """``(partition, first, last)`` from :func:`_span_tail`, read without parsing JSON."""
+    try:
+        partition = int(tail[12 : tail.index(b",")])
+        at = tail.index(b'"span":[')
+        first, last = (int(n) for n in tail[at + 8 : tail.index(b"]", at)].split(b","))
+    except ValueError:
+        return None
+    return partition, first, last
 
 
 def _spans(records: Sequence[_Record], offsets: Sequence[int]) -> dict[int, tuple[int, int]]:
@@ -362,6 +380,15 @@ class KafkaSnapshotStore(SnapshotStore):
         self._index: dict[SnapshotKey, dict[Version, _Entry]] = {}
         self._pending: dict[tuple[SnapshotKey, Version], _Entry] = {}
         self._high: dict[SnapshotKey, Version] = {}
+        # Index-topic records not parsed yet, by key text then version text: a store
+        # opened on a topic of thousands of snapshots parses only the keys it is asked
+        # for (parsing every record cost ~0.1 ms each on a busy 2-core machine).
+        self._raw: dict[str, dict[str, bytes]] = {}
+        # Newest tombstoned version of keys not parsed yet (versions never repeat).
+        self._raw_high: dict[str, Version] = {}
+        self._last_span_tail = b""
+        # Key text -> key, for keys already parsed.
+        self._parsed: dict[str, SnapshotKey] = {}
         # Payloads fetched in one scan by get_many, consumed by _tensor.
         self._prefetched: dict[tuple[SnapshotKey, Version], bytes] = {}
         self._producer: TxnProducer | None = None
@@ -443,6 +470,7 @@ class KafkaSnapshotStore(SnapshotStore):
                 # producer's I/O thread sends snapshot i while snapshot i + 1 is
                 # compressed (zstd and sha256 release the GIL).
                 for key, tensor in items:
+                    self._materialize(key)
                     version = next_version(self._high.get(key), self._clock_ms())
                     meta, payload = encode(
                         tensor, self.config.codec, version=version, model_version=model_version
@@ -524,6 +552,8 @@ class KafkaSnapshotStore(SnapshotStore):
         """
         with self._lock:
             self.sync()
+            for k in keys:
+                self._materialize(k)
             candidates = {k: sorted(self._index.get(k, {})) for k in keys}
             wanted: list[tuple[SnapshotKey, _Entry]] = []
             for key, versions in candidates.items():
@@ -553,6 +583,7 @@ class KafkaSnapshotStore(SnapshotStore):
         """See :meth:`SnapshotStore.versions`; catches up with the topic first."""
         with self._lock:
             self.sync()
+            self._materialize(key)
             return sorted(self._index.get(key, {}))
 
     def delete(self, key: SnapshotKey, version: Version | None = None) -> int:
@@ -563,6 +594,7 @@ class KafkaSnapshotStore(SnapshotStore):
         """
         with self._lock:
             self.sync()
+            self._materialize(key)
             entries = self._index.get(key, {})
             doomed = [v for v in entries if version is None or v == version]
             if not doomed:
@@ -648,6 +680,7 @@ class KafkaSnapshotStore(SnapshotStore):
 
     def _meta(self, key: SnapshotKey, version: Version) -> SnapshotMeta:
         with self._lock:
+            self._materialize(key)
             entry = self._index.get(key, {}).get(version)
             if entry is None:
                 entry = self._await_version(key, version)
@@ -685,6 +718,7 @@ class KafkaSnapshotStore(SnapshotStore):
         deadline = time.monotonic() + self.config.visibility_timeout_s
         while True:
             self.sync()
+            self._materialize(key)
             entry = self._index.get(key, {}).get(version)
             if entry is not None or version <= self._high.get(key, Version(-1)):
                 return entry
@@ -701,6 +735,7 @@ class KafkaSnapshotStore(SnapshotStore):
             log.warning("skipping record at offset %d of %r: %s", record.offset, record.topic, e)
             self.stats.rejected["header"] += 1
             return
+        self._materialize(key)
         if version > self._high.get(key, Version(-1)):
             self._high[key] = version
         if record.value is None:
@@ -730,37 +765,91 @@ class KafkaSnapshotStore(SnapshotStore):
             self._index.setdefault(key, {})[version] = pending
 
     def _apply_index(self, record: Any) -> None:
-        """Fold one committed record of the index topic into the index."""
+        """Keep one committed record of the index topic, unparsed until its key is asked for.
+
+        Only the span it covers in the data topic is read now (the data tail needs it).
+        """
         try:
             text = (record.key or b"").decode("utf-8")
-            base, sep, rest = text.rpartition("@")
-            if not sep:
-                raise ValueError(f"not an index record key: {text!r}")
-            key, version = SnapshotKey.parse(base), Version.parse(rest)
-        except (ValueError, UnicodeDecodeError) as e:
-            log.warning("skipping index record at offset %d: %s", record.offset, e)
+        except UnicodeDecodeError:
+            text = ""
+        base, sep, version_text = text.rpartition("@")
+        if not sep:
+            log.warning("skipping index record at offset %d: key %r", record.offset, text)
             self.stats.rejected["header"] += 1
             return
-        if version > self._high.get(key, Version(-1)):
-            self._high[key] = version
-        if record.value is None:
-            self._forget(key, version)
+        value = record.value
+        if value is None:
+            self._raw.get(base, {}).pop(version_text, None)
+            try:
+                version = Version.parse(version_text)
+            except ValueError:
+                self.stats.rejected["header"] += 1
+                return
+            parsed = self._parsed.get(base)
+            if parsed is not None:
+                self._forget(parsed, version)
+                if version > self._high.get(parsed, Version(-1)):
+                    self._high[parsed] = version
+            elif version > self._raw_high.get(base, Version(-1)):
+                self._raw_high[base] = version
             return
-        try:
-            meta, partition, offsets, span = _parse_index_value(version, record.value)
-        except SnapshotCorruptError as e:
-            log.warning("skipping index record of %s: %s", key, e)
-            self.stats.rejected[e.reason] += 1
+        self._raw.setdefault(base, {})[version_text] = value
+        tail = _span_tail(value)
+        if tail == self._last_span_tail:
+            return  # the same transaction as the previous record: already covered
+        self._last_span_tail = tail
+        span = _span_of(tail)
+        if span is not None:
+            partition, first, last = span
+            covered = self._covered.setdefault(partition, {})
+            covered[first] = max(last, covered.get(first, last))
+
+    def _materialize(self, key: SnapshotKey) -> None:
+        """Parse the index-topic records of ``key`` kept raw so far into the index."""
+        text = str(key)
+        self._parsed[text] = key
+        high = self._raw_high.pop(text, None)
+        if high is not None and high > self._high.get(key, Version(-1)):
+            self._high[key] = high
+        raw = self._raw.pop(text, None)
+        if not raw:
             return
-        covered = self._covered.setdefault(partition, {})
-        covered[span[0]] = max(span[1], covered.get(span[0], span[1]))
-        known = self._index.get(key, {}).get(version)
-        if known is not None and known.meta == meta:
-            return
-        self._pending.pop((key, version), None)
-        self._cache.discard((key, version))
-        entry = _Entry(meta, partition, len(offsets), dict(enumerate(offsets)))
-        self._index.setdefault(key, {})[version] = entry
+        for version_text, value in raw.items():
+            try:
+                version = Version.parse(version_text)
+                meta, partition, offsets, _ = _parse_index_value(version, value)
+            except ValueError as e:
+                log.warning("skipping index record %s@%s: %s", key, version_text, e)
+                self.stats.rejected["header"] += 1
+                continue
+            except SnapshotCorruptError as e:
+                log.warning("skipping index record of %s: %s", key, e)
+                self.stats.rejected[e.reason] += 1
+                continue
+            if version > self._high.get(key, Version(-1)):
+                self._high[key] = version
+            known = self._index.get(key, {}).get(version)
+            if known is not None and known.meta == meta:
+                continue
+            self._pending.pop((key, version), None)
+            self._cache.discard((key, version))
+            entry = _Entry(meta, partition, len(offsets), dict(enumerate(offsets)))
+            self._index.setdefault(key, {})[version] = entry
+
+    def keys(self) -> list[SnapshotKey]:
+        """Every key with at least one stored version (parses the whole index)."""
+        with self._lock:
+            self.sync()
+            for text in list(self._raw):
+                try:
+                    key = SnapshotKey.parse(text)
+                except ValueError:
+                    self._raw.pop(text)
+                    self.stats.rejected["header"] += 1
+                    continue
+                self._materialize(key)
+            return [k for k, versions in self._index.items() if versions]
 
     def _skip_own(self, records: Sequence[_Record], offsets: Sequence[int]) -> None:
         """Move the index reader past this store's own committed records.

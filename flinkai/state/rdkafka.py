@@ -28,6 +28,14 @@ __all__ = ["Delivery", "Record", "Tail", "TxnProducer", "rdkafka_security"]
 
 #: Messages taken from librdkafka's queue per ``consume`` call.
 _BATCH = 4096
+#: What a partition answers while its leader is being elected (a new topic).
+_ELECTING = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
 
 #: kafka-python keyword -> librdkafka property.
 _RENAMES = {
@@ -274,7 +282,20 @@ class Tail:
             self._consumer.close()
 
     def _watermarks(self, partition: int) -> tuple[int, int]:
-        low, high = self._consumer.get_watermark_offsets(
-            TopicPartition(self.topic, partition), timeout=self._timeout_s, cached=False
-        )
-        return int(low), int(high)
+        """Low watermark and last stable offset; retried while the broker says to retry
+        (a topic created a moment ago may still be electing its leader)."""
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            try:
+                low, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, partition), timeout=self._timeout_s, cached=False
+                )
+                return int(low), int(high)
+            except KafkaException as e:
+                error = e.args[0] if e.args else None
+                retriable = isinstance(error, KafkaError) and (
+                    error.retriable() or error.code() in _ELECTING
+                )
+                if not retriable or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)

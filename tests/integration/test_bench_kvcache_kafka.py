@@ -61,9 +61,9 @@ def test_a_store_opened_on_a_filled_topic_reads_only_the_index(kafka_broker: Loc
     snapshots = fill["fill_prompts"] * 8 * decoder.shape.n_layers
     reader_config = replace(config, create_topic=False)
     with KafkaSnapshotStore(reader_config) as fresh:
-        assert sum(len(v) for v in fresh._index.values()) == snapshots
         assert fresh.tail_records == 0  # no value was read to open it
+        assert sum(len(fresh.versions(k)) for k in fresh.keys()) == snapshots
     # Negative control: without the index topic the same open reads every record.
     with KafkaSnapshotStore(replace(reader_config, index_topic=False)) as scanning:
-        assert sum(len(v) for v in scanning._index.values()) == snapshots
         assert scanning.tail_records >= snapshots
+        assert sum(len(scanning.versions(k)) for k in scanning.keys()) == snapshots
