@@ -837,7 +837,7 @@ class KafkaSnapshotStore(SnapshotStore):
             entry = _Entry(meta, partition, len(offsets), dict(enumerate(offsets)))
             self._index.setdefault(key, {})[version] = entry
 
-    def keys(self) -> list[SnapshotKey]:
+    def snapshot_keys(self) -> list[SnapshotKey]:
         """Every key with at least one stored version (parses the whole index)."""
         with self._lock:
             self.sync()

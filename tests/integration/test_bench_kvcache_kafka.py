@@ -62,8 +62,8 @@ def test_a_store_opened_on_a_filled_topic_reads_only_the_index(kafka_broker: Loc
     reader_config = replace(config, create_topic=False)
     with KafkaSnapshotStore(reader_config) as fresh:
         assert fresh.tail_records == 0  # no value was read to open it
-        assert sum(len(fresh.versions(k)) for k in fresh.keys()) == snapshots
+        assert sum(len(fresh.versions(k)) for k in fresh.snapshot_keys()) == snapshots
     # Negative control: without the index topic the same open reads every record.
     with KafkaSnapshotStore(replace(reader_config, index_topic=False)) as scanning:
         assert scanning.tail_records >= snapshots
-        assert sum(len(scanning.versions(k)) for k in scanning.keys()) == snapshots
+        assert sum(len(scanning.versions(k)) for k in scanning.snapshot_keys()) == snapshots

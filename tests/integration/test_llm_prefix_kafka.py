@@ -167,6 +167,6 @@ def _model_version(base: dict[str, Any]) -> str:
     with KafkaSnapshotStore(
         KafkaStoreConfig(bootstrap=base["bootstrap"], topic=base["topic"], create_topic=False)
     ) as store:
-        key = store.keys()[0]
+        key = store.snapshot_keys()[0]
         version = store.versions(key)[-1]
         return store._meta(key, version).model_version
