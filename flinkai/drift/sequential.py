@@ -262,11 +262,12 @@ class CusumDriftDetector:
         self._sd = 1.0
         self._null_hist = np.zeros(_BINS)
         self.thresholds = None
-        self._s = np.zeros(2)
-        # Per chart: event time its current run began, events and distance histogram.
-        self._run_start = np.zeros(2)
-        self._run_n = np.zeros(2, dtype=np.int64)
-        self._run_hist = np.zeros((2, _BINS))
+        # Per chart (fast, slow), as Python numbers: two values do not pay numpy's
+        # per-call cost. Chart value, event time its current run began, its events.
+        self._s = [0.0, 0.0]
+        self._run_start = [0.0, 0.0]
+        self._run_n = [0, 0]
+        self._run_hist = np.zeros((2, _BINS))  # the run's distance histogram
 
     @property
     def phase(self) -> str:
@@ -289,9 +290,9 @@ class CusumDriftDetector:
             "sd": self._sd,
             "null_hist": self._null_hist,
             "thresholds": None if self.thresholds is None else list(self.thresholds),
-            "s": self._s,
-            "run_start": self._run_start,
-            "run_n": self._run_n,
+            "s": list(self._s),
+            "run_start": list(self._run_start),
+            "run_n": list(self._run_n),
             "run_hist": self._run_hist,
         }
 
@@ -322,9 +323,9 @@ class CusumDriftDetector:
         det._null_hist = np.asarray(snap["null_hist"], dtype=np.float64)
         th = snap["thresholds"]
         det.thresholds = None if th is None else (float(th[0]), float(th[1]))
-        det._s = np.asarray(snap["s"], dtype=np.float64)
-        det._run_start = np.asarray(snap["run_start"], dtype=np.float64)
-        det._run_n = np.asarray(snap["run_n"], dtype=np.int64)
+        det._s = [float(v) for v in snap["s"]]
+        det._run_start = [float(v) for v in snap["run_start"]]
+        det._run_n = [int(v) for v in snap["run_n"]]
         det._run_hist = np.asarray(snap["run_hist"], dtype=np.float64)
         return det
 
@@ -402,18 +403,17 @@ class CusumDriftDetector:
         assert self.thresholds is not None
         cfg = self.cfg
         z = (d - self._mean) / self._sd
-        ks = np.array([cfg.k_fast, cfg.k_slow])
-        fresh = self._s <= 0  # a chart at zero starts a new run with this event
-        self._run_start[fresh] = t
-        self._run_n[fresh] = 0
-        self._run_hist[fresh] = 0.0
-        self._s = np.maximum(self._s + z - ks, 0.0)
-        self._run_n += 1
-        self._run_hist[:, b] += 1
-        h = np.asarray(self.thresholds)
-        ratio = self._s / h
-        self.score = float(ratio.max())
-        chart = int(np.argmax(ratio))
+        ratio = [0.0, 0.0]
+        for c, k in enumerate((cfg.k_fast, cfg.k_slow)):
+            if self._s[c] <= 0:  # a chart at zero starts a new run with this event
+                self._run_start[c], self._run_n[c] = t, 0
+                self._run_hist[c] = 0.0
+            self._s[c] = max(self._s[c] + z - k, 0.0)
+            self._run_n[c] += 1
+            self._run_hist[c, b] += 1
+            ratio[c] = self._s[c] / self.thresholds[c]
+        chart = 0 if ratio[0] >= ratio[1] else 1
+        self.score = ratio[chart]
         if ratio[chart] <= 1.0:
             return None
         event = DriftEvent(
