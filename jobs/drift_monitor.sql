@@ -15,6 +15,8 @@
 -- Detector settings: Flink options 'flinkai.drift.<field>' (SET or runtime.flink_conf),
 -- or 'drift.<field>' options on the APPLY OPERATOR statements below; window bounds:
 -- 'flinkai.adaptive_window.<field>' or 'window.<field>'.
+-- 'flinkai.drift_detector' = 'cusum' (or 'detector' = 'cusum' on a statement) picks the
+-- per-event detector instead of the period-based one; its settings: 'flinkai.cusum.<field>'.
 
 SET 'pipeline.name' = 'flinkai-drift-monitor';
 
