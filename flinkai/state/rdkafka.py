@@ -18,7 +18,14 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from flinkai.config import KafkaSecurityConfig
 from flinkai.kafka.security import python_client_options
@@ -216,13 +223,15 @@ class Tail:
 
     def assign(self, starts: Mapping[int, int | None]) -> None:
         """Read each partition from its offset (``None``: from the beginning)."""
-        position = {}
-        for p, start in starts.items():
-            if start is None:
-                start = self._watermarks(p)[0]
-            position[p] = start
-        self._consumer.assign([TopicPartition(self.topic, p, o) for p, o in position.items()])
-        self._position = position
+        # From the beginning without asking for the log start (one round trip less):
+        # the position counted from 0 moves to the first record, or to the end, at once.
+        self._consumer.assign(
+            [
+                TopicPartition(self.topic, p, OFFSET_BEGINNING if start is None else start)
+                for p, start in starts.items()
+            ]
+        )
+        self._position = {p: 0 if start is None else start for p, start in starts.items()}
 
     def position(self, partition: int) -> int:
         """The next offset this reader reads in ``partition``."""
