@@ -64,12 +64,16 @@ class MetricSpec:
         kind: ``counter`` or ``gauge`` (Flink metric types).
         help: What it measures.
         scale: Gauges only: the exported integer is ``round(value * scale)``.
+        label: For a metric counted per value of a label (:func:`labelled_counter`),
+            that label's name. Flink's reporter puts the key of a key/value group into
+            the exported name too (``..._flinkai_<label>_<name>{<label>="..."}``).
     """
 
     name: str
     kind: str
     help: str
     scale: float = 1.0
+    label: str = ""
 
 
 EMBEDDED_ROWS = MetricSpec("embedded_rows", "counter", "rows text_to_vector embedded")
@@ -120,6 +124,7 @@ LLM_PREFIX_MISSES = MetricSpec(
     "counter",
     "prefix snapshots the store refused, and prefix store calls that failed, by label reason "
     "(checksum, model_version, store_unavailable, ...); each made the decoder recompute",
+    label="reason",
 )
 
 #: The HPA's backlog metric: Kafka records the job's sources have not read yet, in
@@ -149,9 +154,15 @@ METRICS: dict[str, MetricSpec] = {
 
 
 def prometheus_name(spec: MetricSpec | str) -> str:
-    """The name Flink's Prometheus reporter exports a flinkai operator metric under."""
-    name = spec.name if isinstance(spec, MetricSpec) else spec
-    return f"{PROMETHEUS_PREFIX}{GROUP}_{name}"
+    """The name Flink's Prometheus reporter exports a flinkai operator metric under.
+
+    A labelled metric's name holds its label key as well: a scrape of a running job
+    showed ``..._flinkai_reason_llm_prefix_misses{reason="store_unavailable"}``.
+    """
+    if isinstance(spec, str):
+        spec = METRICS.get(spec) or MetricSpec(spec, "counter", "")
+    key = f"{spec.label}_" if spec.label else ""
+    return f"{PROMETHEUS_PREFIX}{GROUP}_{key}{spec.name}"
 
 
 def flinkai_group(metric_group: Any) -> Any:
@@ -184,8 +195,13 @@ def labelled_counter(group: Any, spec: MetricSpec, label: str) -> Callable[[str,
     """Register ``spec`` per value of ``label``; returns ``inc(value, n)``.
 
     Each value gets a Flink key/value sub-group, which the Prometheus reporter
-    exports as the label ``label="value"`` on one series name.
+    exports as the label ``label="value"`` on one series name (:func:`prometheus_name`).
+
+    Raises:
+        ValueError: ``spec`` is catalogued with another label.
     """
+    if spec.label and label != spec.label:
+        raise ValueError(f"{spec.name} is counted per {spec.label!r}, not {label!r}")
     counters: dict[str, Any] = {}
 
     def inc(value: str, n: int = 1) -> None:

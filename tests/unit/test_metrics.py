@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from flinkai import metrics
 
 
@@ -39,6 +41,15 @@ def test_exported_names_follow_flinks_prometheus_reporter() -> None:
     )
     assert set(metrics.METRICS) >= {"embedded_rows", "drift_jsd_micro", "window_length_ms"}
     assert all(m.kind in ("counter", "gauge") for m in metrics.METRICS.values())
+
+
+def test_a_labelled_metric_carries_its_label_key_in_the_name() -> None:
+    # As scraped from a running llm_complete job by a real Prometheus (reason=store_unavailable).
+    want = "flink_taskmanager_job_task_operator_flinkai_reason_llm_prefix_misses"
+    assert metrics.prometheus_name(metrics.LLM_PREFIX_MISSES) == want
+    assert metrics.prometheus_name("llm_prefix_misses") == want
+    with pytest.raises(ValueError, match="per 'reason'"):
+        metrics.labelled_counter(object(), metrics.LLM_PREFIX_MISSES, "cause")
 
 
 def test_reporter_settings_and_jar() -> None:
