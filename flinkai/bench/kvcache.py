@@ -11,6 +11,10 @@ Four ways to serve the same prompts, side by side in one run:
   cache) per prompt, restoring the blocks from the topic. Opening the store (the
   index rebuild) is a worker's start-up, reported apart and not in TTFT.
 
+``--cold-worker`` measures the cold worker as a worker meets it instead: a separate
+process on a topic already holding ``--fill-mb`` of other prefixes, its TTFT including
+the store's open, and the break-even (:mod:`flinkai.bench.kvcache_cold`).
+
 For each prompt length and prefix-share ratio, one seed prompt publishes the shared
 prefix (untimed), then each mode serves the same prompts, interleaved (prompt 1 in
 every mode, then prompt 2...), so machine noise hits every mode alike. A prompt is
