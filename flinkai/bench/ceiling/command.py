@@ -77,8 +77,12 @@ def run_ceiling(plan: CeilingPlan) -> dict[str, Any]:
         rows["raw"] = steps(
             "raw_ort",
             None,
-            name="raw loop: tokenise + null ORT, batch 32 (no Flink, no Kafka)",
+            name=(
+                "raw loop: tokenise + null ORT, batch 32, sorted within 1,024-text windows "
+                "(no Flink, no Kafka)"
+            ),
             batch_size=32,
+            sort_window=1024,
             overrides=null,
             **common,
         )
