@@ -92,8 +92,15 @@ def _bench(args: argparse.Namespace) -> int:
 
     best: VariantResult | None = None
     if "raw" in variants:
+        # Sorted only within windows of the job's bundle, as the job can sort.
         raws = [
-            step("raw_ort", args.limit, batch_size=b, threads=args.threads)
+            step(
+                "raw_ort",
+                args.limit,
+                batch_size=b,
+                threads=args.threads,
+                sort_window=settings.bundle,
+            )
             for b in args.batch_sizes
         ]
         best = max(
@@ -255,15 +262,28 @@ def _tune(args: argparse.Namespace) -> int:
     step = _Steps()
     grid: list[JobSettings] = args.grid or [args.job]
     raw_batch = args.batch_sizes[0] if len(args.batch_sizes) == 1 else 32
-    raws = [step("raw_ort", args.limit, batch_size=raw_batch, threads=args.threads)]
+    window = grid[0].bundle  # the job sorts within its bundle; so does the limit
+    raws = [
+        step("raw_ort", args.limit, batch_size=raw_batch, threads=args.threads, sort_window=window)
+    ]
     jobs = []
     for i, settings in enumerate(grid):
         jobs.append(
             step("job", args.limit, name=_job_row_name(settings), overrides=settings.overrides())
         )
         if i % 3 == 2 and i != len(grid) - 1:  # re-measure the limit: the machine is shared
-            raws.append(step("raw_ort", args.limit, batch_size=raw_batch, threads=args.threads))
-    raws.append(step("raw_ort", args.limit, batch_size=raw_batch, threads=args.threads))
+            raws.append(
+                step(
+                    "raw_ort",
+                    args.limit,
+                    batch_size=raw_batch,
+                    threads=args.threads,
+                    sort_window=window,
+                )
+            )
+    raws.append(
+        step("raw_ort", args.limit, batch_size=raw_batch, threads=args.threads, sort_window=window)
+    )
     raw_rates = [r.texts_per_s for r in raws if r.texts_per_s]
     raw_mean = float(np.mean(raw_rates)) if raw_rates else None
     raw_cpus = [c for r in raws if (c := r.extra.get("cpu_ms_per_text"))]
