@@ -107,9 +107,10 @@ DRIFT_SCORE = MetricSpec(
     "drift score of the key (label key) after its latest event, x1000: jsd, the largest "
     "z-score of the last test; cusum, chart value over threshold (1000 = alarm)",
     scale=1e3,
+    label="key",
 )
 DRIFT_DETECTED = MetricSpec(
-    "drift_detected_total", "counter", "drift events raised for the key (label key)"
+    "drift_detected_total", "counter", "drift events raised for the key (label key)", label="key"
 )
 WINDOW_LENGTH_MS = MetricSpec(
     "window_length_ms", "gauge", "length chosen for the next adaptive window, ms"

@@ -34,10 +34,11 @@ Settings resolve, lowest precedence first: the dataclass defaults, a ``drift`` /
 ``flinkai.adaptive_window.<field>`` and ``flinkai.drift_detector`` (``SET`` or
 ``runtime.flink_conf``), then the statement's options.
 
-Metrics per key (a ``key`` label): ``drift_score_milli``, the detector's score (the
-largest z-score of the last test for ``jsd``; chart over threshold for ``cusum``,
-1000 at an alarm), and ``drift_detected_total``. Each key is one series: keep keys
-few (streams or topics, not users).
+Metrics per key (a ``key`` label; Flink's reporter puts the label's key in the name,
+so they export as ``key_drift_score_milli{key=...}`` and ``key_drift_detected_total``):
+the detector's score (the largest z-score of the last test for ``jsd``; chart over
+threshold for ``cusum``, 1000 at an alarm) and the count of drift events. Each key is
+one series: keep keys few (streams or topics, not users).
 
 Time semantics:
     Drift periods follow **event time** from the ``time`` column, fed to the

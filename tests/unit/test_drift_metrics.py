@@ -51,7 +51,7 @@ def test_score_gauge_and_detection_counter_are_per_key() -> None:
     assert {"drift_score_milli", "drift_detected_total"} <= set(metrics.METRICS)
     assert (
         metrics.prometheus_name(metrics.DRIFT_DETECTED)
-        == "flink_taskmanager_job_task_operator_flinkai_drift_detected_total"
+        == "flink_taskmanager_job_task_operator_flinkai_key_drift_detected_total"
     )
 
 
