@@ -1,6 +1,8 @@
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from flinkai.functions.events import ClickEvent, Invalid, Reason, parse_click
 
@@ -53,3 +55,21 @@ def test_missing_fields_are_all_named() -> None:
     got = parse_click(b"{}", LIMIT)
     assert isinstance(got, Invalid)
     assert got.detail == "user_id, click_text, event_time"
+
+
+@given(st.integers(min_value=-(10**16), max_value=10**16))
+def test_epoch_millis_format_exactly(value: int) -> None:
+    """Integer milliseconds take a cached fast path; it must equal exact datetime arithmetic."""
+    from datetime import UTC, datetime, timedelta
+
+    from flinkai.functions.events import _event_time
+
+    try:
+        expected: str | None = (
+            (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=value))
+            .isoformat(timespec="milliseconds")
+            .replace("+00:00", "Z")
+        )
+    except OverflowError:
+        expected = None
+    assert _event_time(value) == expected

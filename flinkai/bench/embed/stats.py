@@ -21,6 +21,8 @@ __all__ = [
     "half_rate",
     "latency_windows",
     "pacing_schedule",
+    "percentile_rate",
+    "percentile_window",
     "percentiles",
     "span_rate",
     "steady_rate",
@@ -283,3 +285,32 @@ def cpu_by_kind_between(
         if cpu is not None:
             out[kind] = cpu
     return out
+
+
+def percentile_window(
+    timestamps_s: Iterable[float], lo: float = 0.1, hi: float = 0.9
+) -> tuple[float, float, int] | None:
+    """``(start, end, records)`` between the ``lo`` and ``hi`` quantiles of record times.
+
+    The middle of a run: start-up and the tail are left out whether or not the output
+    came in separate flushes. A job fast enough to write without a pause has one flush
+    only, and :func:`steady_span` has no honest rate for it; this window does.
+
+    Returns:
+        ``None`` with fewer than 10 records or no time between the quantiles.
+    """
+    ts = np.sort(np.asarray(list(timestamps_s), dtype=np.float64))
+    if ts.size < 10:
+        return None
+    i, j = round(lo * (ts.size - 1)), round(hi * (ts.size - 1))
+    if ts[j] <= ts[i]:
+        return None
+    return float(ts[i]), float(ts[j]), j - i
+
+
+def percentile_rate(
+    timestamps_s: Iterable[float], lo: float = 0.1, hi: float = 0.9
+) -> float | None:
+    """Records per second within :func:`percentile_window`."""
+    window = percentile_window(timestamps_s, lo, hi)
+    return None if window is None else window[2] / (window[1] - window[0])

@@ -17,6 +17,8 @@ from flinkai.bench.embed.stats import (
     batch_steady_rate,
     cpu_between,
     cpu_by_kind_between,
+    percentile_rate,
+    percentile_window,
     percentiles,
     steady_rate,
     two_run_rate,
@@ -121,6 +123,8 @@ def _raw_ort(texts: list[str], args: dict[str, Any]) -> VariantResult:
             "first_batch": latencies[0] / 1000 if latencies else None,
         },
     }
+    if ends:  # the job rows' middle-of-the-run rate, on each text's batch end
+        extra["rate_p10_p90"] = percentile_rate(np.repeat(ends, sizes))
     if steady is not None:
         # CPU of the steady phase only, as for the job rows.
         extra["cpu_ms_per_text"] = (cpu_at_end[-1] - cpu_at_end[0]) * 1000 / sum(sizes[1:])
@@ -356,6 +360,16 @@ def _measure_job(texts: list[str], config: Any, args: dict[str, Any]) -> Variant
     all_results_s = max(full.output_times_s) - submitted if full.output_times_s else None
     if full.output_times_s:
         extra["first_output_after_submit_s"] = min(full.output_times_s) - submitted
+        extra["rate_p10_p90"] = percentile_rate(full.output_times_s)
+        middle = percentile_window(full.output_times_s)
+        if middle is not None and RssSampler.active is not None:
+            # CPU per event of the middle of the run, by process: defined for a job
+            # that writes without a pause too (the ceiling's fast rows).
+            t0, t1, n = middle
+            extra["cpu_ms_per_event_p10_p90_by_process"] = {
+                kind: c * 1000 / n
+                for kind, c in cpu_by_kind_between(RssSampler.active.kind_series, t0, t1).items()
+            }
     if full.embedded != len(texts):
         return VariantResult(
             name,

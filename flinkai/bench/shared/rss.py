@@ -76,9 +76,11 @@ class RssSampler:
         now = time.time()
         by_kind: dict[str, float] = {}
         for pid, t in self._cpu_ticks.items():
-            if pid not in self._kinds:
-                self._kinds[pid] = process_kind(pid)
-            kind = self._kinds[pid]
+            kind = self._kinds.get(pid) or process_kind(pid)
+            # A launcher script execs the JVM under the same pid: keep asking until
+            # the command line says what the process is.
+            if kind not in ("other", "gone"):
+                self._kinds[pid] = kind
             by_kind[kind] = by_kind.get(kind, 0.0) + t / hz
         self.cpu_series.append((now, sum(by_kind.values())))
         self.kind_series.append((now, by_kind))
