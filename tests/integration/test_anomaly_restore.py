@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,7 +35,8 @@ from flinkai.runtime.cluster import LocalFlinkCluster
 from flinkai.runtime.environment import Target
 from flinkai.runtime.runner import RunOptions, run_script
 
-from .streaming import REPO, StreamingJob, completed_checkpoints, gone, wait_until
+from .faults import kill_between_checkpoints
+from .streaming import REPO, StreamingJob
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -140,72 +140,18 @@ def test_anomaly_state_survives_taskmanager_kill(
     config = base.with_overrides(runtime=runtime)
     job = AnomalyJob(kafka_broker.bootstrap, config=config,
                      target=Target(flink_cluster.jobmanager), model=tiny_model)  # fmt: skip
-    interval_s = job.config.runtime.checkpoint_interval_ms / 1000
-    api = flink_cluster.api
-    job.start()
-    try:
-        job.warm_up(records, warm, timeout_s=150)
-        workers = flink_cluster.taskmanager_children()
-        assert any("beam_boot" in cmd for cmd in workers.values()), workers
-        producer = job.produce_paced(records[warm:], per_second=RATE)
-        assert job.wait_for(lambda n: n >= warm + 20, timeout_s=60) >= warm + 20
-        # Kill halfway between two checkpoints, while scores flow into an open transaction.
-        first_ack = api.latest_checkpoint_ack_ms(job.job_id)
-        assert wait_until(
-            lambda: api.latest_checkpoint_ack_ms(job.job_id) > first_ack, timeout_s=3 * interval_s
-        ), "no checkpoint completed while streaming"
-        before = (api.checkpoints(job.job_id).get("latest") or {}).get("completed") or {}
-        time.sleep(interval_s / 2)
-        committed_at_kill = job.committed()[0]
-        killed = flink_cluster.kill_taskmanager()
-        killed_at_ms = time.time() * 1000
-        died = wait_until(lambda: all(gone(p) for p in [killed.pid, *workers]), 10)
-        flink_cluster.start_taskmanager()
-        restarted = wait_until(lambda: flink_cluster.restarts(job.job_id) >= 1, 120)
-        exceptions = flink_cluster.job_exceptions(job.job_id)
-        producer.join(timeout=60)
-        assert not producer.is_alive()
-        # Every point scored, then two more checkpoints so a late duplicate would be
-        # committed before the job stops.
-        wait_until(lambda: job.committed()[0] >= len(points), 120, interval_s=2.0)
-        seen = completed_checkpoints(api, job.job_id)
-        wait_until(lambda: completed_checkpoints(api, job.job_id) >= seen + 2, 6 * interval_s + 30)
-        restored = (api.checkpoints(job.job_id).get("latest") or {}).get("restored") or {}
-        job.stop(api)
-        committed, raw = job.read("read_committed"), job.read("read_uncommitted")
-        dead = read_to_end_offsets(kafka_broker.bootstrap, job.topics[2], timeout_s=30.0)
-    except BaseException:
-        for e in flink_cluster.job_exceptions(job.job_id)[:3]:
-            print(e.get("exceptionName"), (e.get("stacktrace") or "")[:1500])
-        print(flink_cluster.log_tail())
-        raise
-    finally:
-        job.cancel()
-
-    got, counts = _scores(committed)
-    _, raw_counts = _scores(raw)
-    aborted = len(raw.records) - len(committed.records)
-    print(
-        f"killed {killed.resource_id} after {committed_at_kill} committed; checkpoint "
-        f"{before.get('id')} before, restored {restored.get('id')}; {aborted} aborted record(s)"
-    )
+    run = kill_between_checkpoints(flink_cluster, job, records, warm, RATE)
+    got, counts = _scores(run.committed)
+    _, raw_counts = _scores(run.raw)
 
     # Evidence of the fault: the TaskManager and its Python workers died, the job
-    # restarted, recorded the failure and restored a checkpoint taken before the kill.
-    assert died, f"TaskManager {killed.pid} or its workers {sorted(workers)} outlived SIGKILL"
-    assert restarted, f"job did not restart after TaskManager {killed.resource_id} died"
-    assert exceptions, "no failure recorded in the job's exception history"
-    assert before.get("id") is not None, "no checkpoint completed before the kill"
-    assert restored.get("id") is not None, "the job did not restore from a checkpoint"
-    assert int(restored["id"]) >= int(before["id"]), (restored, before)
-    assert not restored.get("is_savepoint"), restored
-    assert int(restored["restore_timestamp"]) > killed_at_ms, (restored, killed_at_ms)
-    # The killed attempt's open transaction: written, never committed, then replayed.
-    assert aborted > 0, "no aborted records: nothing was in flight at the kill"
+    # restarted, recorded the failure and restored a checkpoint taken before the kill;
+    # the killed attempt's open transaction was written, never committed, then replayed.
+    run.assert_fault()
     assert any(n > 1 for n in raw_counts.values()), "read_uncommitted shows no replayed point"
 
     # Outcome: every point scored once, none dead-lettered, with the uninterrupted scores.
-    assert not dead.records, [r.value for r in dead.records]
+    assert not run.dead.records, [r.value for r in run.dead.records]
     assert all(n == 1 for n in counts.values()), [k for k, n in counts.items() if n > 1]
     want = _uninterrupted(tiny_model, points)
     assert set(got) == set(want)
@@ -214,5 +160,5 @@ def test_anomaly_state_survives_taskmanager_kill(
     assert max(want.values()) > 0.05, "the input raised no anomaly score"
 
     # Negative control: had the key state been lost at the kill, scores would differ.
-    lost = _uninterrupted(tiny_model, points, reset_after=committed_at_kill - 1)
+    lost = _uninterrupted(tiny_model, points, reset_after=run.committed_at_kill - 1)
     assert max(abs(lost[k] - want[k]) for k in want) > 100 * TOLERANCE

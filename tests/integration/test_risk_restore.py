@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,7 +33,8 @@ from flinkai.runtime.cluster import LocalFlinkCluster
 from flinkai.runtime.environment import Target
 from flinkai.runtime.runner import RunOptions, run_script
 
-from .streaming import REPO, StreamingJob, completed_checkpoints, gone, wait_until
+from .faults import kill_between_checkpoints
+from .streaming import REPO, StreamingJob
 from .test_risk_job import expected, stream, write_accounts
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -106,69 +106,17 @@ def test_decisions_survive_taskmanager_kill(
     config = base.with_overrides(runtime={"restart_attempts": 12, "restart_delay_ms": 3000})
     job = RiskJob(kafka_broker.bootstrap, config=config, target=Target(flink_cluster.jobmanager),
                   models=risk_models, accounts=accounts)  # fmt: skip
-    interval_s = job.config.runtime.checkpoint_interval_ms / 1000
-    api = flink_cluster.api
-    job.start()
-    try:
-        job.warm_up(records, WARM, timeout_s=150)
-        workers = flink_cluster.taskmanager_children()
-        assert any("beam_boot" in cmd for cmd in workers.values()), workers
-        producer = job.produce_paced(records[WARM:], per_second=RATE)
-        assert job.wait_for(lambda n: n >= WARM + 20, timeout_s=60) >= WARM + 20
-        # Kill halfway between two checkpoints, while decisions flow into an open transaction.
-        first_ack = api.latest_checkpoint_ack_ms(job.job_id)
-        assert wait_until(
-            lambda: api.latest_checkpoint_ack_ms(job.job_id) > first_ack, timeout_s=3 * interval_s
-        ), "no checkpoint completed while streaming"
-        before = (api.checkpoints(job.job_id).get("latest") or {}).get("completed") or {}
-        time.sleep(interval_s / 2)
-        committed_at_kill = job.committed()[0]
-        killed = flink_cluster.kill_taskmanager()
-        killed_at_ms = time.time() * 1000
-        died = wait_until(lambda: all(gone(p) for p in [killed.pid, *workers]), 10)
-        flink_cluster.start_taskmanager()
-        restarted = wait_until(lambda: flink_cluster.restarts(job.job_id) >= 1, 120)
-        exceptions = flink_cluster.job_exceptions(job.job_id)
-        producer.join(timeout=60)
-        assert not producer.is_alive()
-        wait_until(lambda: job.committed()[0] >= N, 120, interval_s=2.0)
-        seen = completed_checkpoints(api, job.job_id)
-        wait_until(lambda: completed_checkpoints(api, job.job_id) >= seen + 2, 6 * interval_s + 30)
-        restored = (api.checkpoints(job.job_id).get("latest") or {}).get("restored") or {}
-        job.stop(api)
-        committed, raw = job.read("read_committed"), job.read("read_uncommitted")
-        dead = read_to_end_offsets(kafka_broker.bootstrap, job.topics[2], timeout_s=30.0)
-    except BaseException:
-        for e in flink_cluster.job_exceptions(job.job_id)[:3]:
-            print(e.get("exceptionName"), (e.get("stacktrace") or "")[:1500])
-        print(flink_cluster.log_tail())
-        raise
-    finally:
-        job.cancel()
-
-    got_rows = [json.loads(r.value or b"null") for r in committed.records]
+    run = kill_between_checkpoints(flink_cluster, job, records, WARM, RATE)
+    got_rows = [json.loads(r.value or b"null") for r in run.committed.records]
     counts = Counter(r["tx_id"] for r in got_rows)
-    raw_counts = Counter(json.loads(r.value or b"null")["tx_id"] for r in raw.records)
-    aborted = len(raw.records) - len(committed.records)
-    print(
-        f"killed {killed.resource_id} after {committed_at_kill} committed; checkpoint "
-        f"{before.get('id')} before, restored {restored.get('id')}; {aborted} aborted record(s)"
-    )
+    raw_counts = Counter(json.loads(r.value or b"null")["tx_id"] for r in run.raw.records)
 
-    # Evidence of the fault.
-    assert died, f"TaskManager {killed.pid} or its workers {sorted(workers)} outlived SIGKILL"
-    assert restarted, f"job did not restart after TaskManager {killed.resource_id} died"
-    assert exceptions, "no failure recorded in the job's exception history"
-    assert before.get("id") is not None, "no checkpoint completed before the kill"
-    assert restored.get("id") is not None, "the job did not restore from a checkpoint"
-    assert int(restored["id"]) >= int(before["id"]), (restored, before)
-    assert not restored.get("is_savepoint"), restored
-    assert int(restored["restore_timestamp"]) > killed_at_ms, (restored, killed_at_ms)
-    assert aborted > 0, "no aborted records: nothing was in flight at the kill"
+    # Evidence of the fault, then of the replay it caused.
+    run.assert_fault()
     assert any(n > 1 for n in raw_counts.values()), "read_uncommitted shows no replayed decision"
 
     # Outcome: one decision per transaction, none dead-lettered, identical to no kill.
-    assert not dead.records, [r.value for r in dead.records]
+    assert not run.dead.records, [r.value for r in run.dead.records]
     assert all(n == 1 for n in counts.values()), [k for k, n in counts.items() if n > 1]
     want = expected(events, risk_models, accounts)
     got = {r["tx_id"]: r for r in got_rows}
@@ -177,5 +125,5 @@ def test_decisions_survive_taskmanager_kill(
     assert not differ, [(got[k], want[k]) for k in differ[:3]]
 
     # Negative control: had the account state been lost at the kill, decisions would differ.
-    lost = expected(events, risk_models, accounts, reset_after=committed_at_kill - 1)
+    lost = expected(events, risk_models, accounts, reset_after=run.committed_at_kill - 1)
     assert any(lost[k] != want[k] for k in want), "losing the state changes nothing here"
