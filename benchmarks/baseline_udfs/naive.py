@@ -18,6 +18,8 @@ ROW = DataTypes.ROW(
         DataTypes.FIELD("embedding", DataTypes.ARRAY(DataTypes.FLOAT())),
         DataTypes.FIELD("model_version", DataTypes.STRING()),
         DataTypes.FIELD("error", DataTypes.STRING()),
+        # text_to_vector's f32 field, which the embed job's sink reads; never set here.
+        DataTypes.FIELD("embedding_f32", DataTypes.BYTES()),
     ]
 )
 
@@ -32,9 +34,9 @@ class _NaiveEmbed(ScalarFunction):
         if isinstance(text, Row):  # text_to_vector(row, field), as the embed job calls it
             text = text.as_dict().get(field or "")
         if not text:
-            return Row(None, self._backend.model_version, "empty_text: blank")
+            return Row(None, self._backend.model_version, "empty_text: blank", None)
         vector = self._backend.infer_batch([text]).outputs[0]
-        return Row([float(v) for v in vector], self._backend.model_version, None)
+        return Row([float(v) for v in vector], self._backend.model_version, None, None)
 
     def close(self) -> None:
         self._backend.close()
