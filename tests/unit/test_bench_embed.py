@@ -205,3 +205,18 @@ def test_steady_rate_of_one_subtask_is_its_span_rate() -> None:
     assert steady.rate == pytest.approx(span_rate(ts))
     assert steady.window == (100.0, pytest.approx(116.1275))
     assert steady_rate([5.0, 5.1]) is None
+
+
+def test_percentile_rate_covers_a_run_without_pauses() -> None:
+    from flinkai.bench.embed.stats import percentile_rate, percentile_window, steady_rate
+
+    # 1,001 records written 1 ms apart: one flush, so no "after the first flush" rate.
+    times = [100.0 + i / 1000 for i in range(1001)]
+    assert steady_rate(times) is None
+    window = percentile_window(times)
+    assert window is not None
+    start, end, n = window
+    assert (start, end, n) == (times[100], times[900], 800)
+    assert abs(percentile_rate(times) - 1000.0) < 1e-6  # type: ignore[operator]
+    assert percentile_rate(times[:9]) is None  # too few records
+    assert percentile_rate([5.0] * 50) is None  # no time between the quantiles
