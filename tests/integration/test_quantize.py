@@ -19,6 +19,7 @@ from flinkai.models.artifacts import (
     ChecksumMismatchError,
     load_artifacts,
     read_manifest,
+    write_manifest,
 )
 from flinkai.models.errors import QuantizeError
 from flinkai.models.export import SAMPLE_SENTENCES
@@ -54,6 +55,15 @@ def model_config(tmp_path: Path) -> ModelConfig:
             shutil.copy2(src, dst)
 
     shutil.copytree(source, target, copy_function=link_or_copy)
+    # The copy is as `flinkai model export` writes it: variants built earlier into the
+    # shared cache (`flinkai bench suite` builds int8) are not part of it.
+    manifest = read_manifest(target)
+    built = {v for k, v in VARIANT_FILES.items() if k != "fp32"}
+    for path in built:
+        (target / path).unlink(missing_ok=True)
+    extra = {k: v for k, v in manifest.extra.items() if k != "variants"}
+    files = tuple(f for f in manifest.files if f.path not in built)
+    write_manifest(target, replace(manifest, files=files, extra=extra))
     return replace(ModelConfig(), dir=str(target))
 
 
