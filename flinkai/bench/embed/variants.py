@@ -393,12 +393,6 @@ def _measure_job(texts: list[str], config: Any, args: dict[str, Any]) -> Variant
             # Every process of the variant: Kafka, the Flink JVM, Python workers, a server.
             # Cores in use while every subtask was past its first flush, per text/s.
             extra["cpu_ms_per_text"] = cpu / (end - start) * 1000 / steady.rate
-            extra["cpu_ms_per_text_by_process"] = {
-                kind: c / (end - start) * 1000 / steady.rate
-                for kind, c in cpu_by_kind_between(
-                    RssSampler.active.kind_series, start, end
-                ).items()
-            }
     notes = []
     if small is not None:
         marginal = two_run_rate(small.embedded, small.job_seconds, full.embedded, full.job_seconds)
