@@ -41,18 +41,18 @@ _SPORTS = ["team", "match", "goal", "coach", "season", "league", "striker", "cup
 _TECH = ["software", "chip", "processor", "database", "compiler", "network", "server", "quantum"]
 
 
-def texts() -> tuple[list[str], list[str]]:
+def texts(n_before: int = BEFORE, n_after: int = AFTER) -> tuple[list[str], list[str]]:
     """(before, after): AG News World+Sports then Sci/Tech, else two synthetic vocabularies."""
     try:
         rows = load_ag_news()
     except DatasetNotFoundError:
         before = [
-            f"The {_SPORTS[i % 8]} won the {_SPORTS[(i * 3) % 8]} again" for i in range(BEFORE)
+            f"The {_SPORTS[i % 8]} won the {_SPORTS[(i * 3) % 8]} again" for i in range(n_before)
         ]
-        after = [f"A new {_TECH[i % 8]} speeds up the {_TECH[(i * 5) % 8]}" for i in range(AFTER)]
+        after = [f"A new {_TECH[i % 8]} speeds up the {_TECH[(i * 5) % 8]}" for i in range(n_after)]
         return before, after
-    before = [t for label, t in rows if label in (1, 2)][:BEFORE]
-    after = [t for label, t in rows if label == 4][:AFTER]
+    before = [t for label, t in rows if label in (1, 2)][:n_before]
+    after = [t for label, t in rows if label == 4][:n_after]
     return before, after
 
 
