@@ -17,6 +17,7 @@ BENCHMARKS: tuple[str, ...] = (
     "flinkai.bench.embed",
     "flinkai.bench.ceiling",
     "flinkai.bench.drift",
+    "flinkai.bench.windows",
     "flinkai.bench.recovery",
     "flinkai.bench.anomaly",
     "flinkai.bench.rag",
