@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from flinkai.bench.windows import WindowsOptions, event_latencies, figures
+from flinkai.bench.windows import WindowsOptions, event_latencies, figures, processing_rate
 from flinkai.errors import SetupError
 
 
@@ -30,10 +30,21 @@ def test_figures_leave_out_the_warm_up() -> None:
     windows = [_w(0, 1000, 2), _w(5000, 7000, 3, 400.0), _w(7000, 10000, 1, 900.0)]
     f = figures("paced", "adaptive", sent, windows, skip=2)
     assert f.events == 4 and f.windows == 2
-    assert f.events_per_s == pytest.approx(4 / 5.0)
+    # Processed at 5,100 + 400 and 9,000 + 900 ms: 1 event in 4.4 s after the first.
+    assert f.events_per_s == pytest.approx(1 / 4.4)
     assert f.p50_ms == pytest.approx(1850.0)  # latencies 2000, 1900, 1800, 1000
     assert f.mean_window_ms == 2500 and f.max_window_ms == 3000
     assert f.max_delay_ms == 900.0
+
+
+def test_the_rate_comes_from_processing_times_not_window_lengths() -> None:
+    # A backlog sent at once: the second 100 events were processed 1 s after the first.
+    sent = [0] * 200
+    short = [_w(0, 1000, 100, 500.0), _w(1000, 2000, 100, 1500.0)]
+    long = [_w(0, 1000, 100, 500.0), _w(1000, 9000, 100, 1500.0)]
+    assert processing_rate(sent, short) == pytest.approx(100.0)
+    assert processing_rate(sent, long) == pytest.approx(100.0)
+    assert processing_rate(sent, short[:1]) is None
 
 
 def test_a_window_holding_warm_up_and_measured_events_counts_as_measured() -> None:
