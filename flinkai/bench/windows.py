@@ -106,6 +106,7 @@ class RunFigures:
     mode: str
     events: int
     windows: int
+    sent_per_s: float | None
     events_per_s: float | None
     p50_ms: float | None
     p99_ms: float | None
@@ -151,6 +152,7 @@ def figures(
         mode=mode,
         events=len(latencies),
         windows=len(measured),
+        sent_per_s=_sent_rate(sent_ms[skip:]),
         events_per_s=processing_rate(sent_ms, windows, len(windows) - len(measured)),
         p50_ms=p50,
         p99_ms=p99,
@@ -158,6 +160,11 @@ def figures(
         max_window_ms=max(lengths) if lengths else None,
         max_delay_ms=max((float(w["delay_ms"]) for w in measured), default=None),
     )
+
+
+def _sent_rate(sent_ms: Sequence[int]) -> float | None:
+    span_ms = sent_ms[-1] - sent_ms[0] if sent_ms else 0
+    return (len(sent_ms) - 1) / span_ms * 1000 if span_ms > 0 else None
 
 
 def processing_rate(
@@ -220,8 +227,10 @@ def run_one(
     bootstrap: str, load: str, mode: str, options: WindowsOptions, texts: Sequence[str]
 ) -> RunFigures:
     """One run of the job on fresh topics; the job is cancelled at the end."""
+    from confluent_kafka import Producer
+
     from flinkai.config import load_config
-    from flinkai.kafka.admin import create_topics, produce
+    from flinkai.kafka.admin import create_topics
     from flinkai.runtime.runner import RunOptions, run_script
 
     root = Path(__file__).resolve().parents[2]
@@ -238,20 +247,24 @@ def run_one(
         "GROUP_ID": f"bw-{rid}",
     }  # fmt: skip
     sent: list[int] = []
+    # One producer for the whole run: a client per chunk would cost more than the
+    # pacing interval and the offered rate would fall short of ``rate``.
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
 
     def send(items: Sequence[str]) -> None:
         now = int(time.time() * 1000)
         sent.extend([now] * len(items))
-        payloads = [
-            json.dumps({"stream_id": "s", "text": t, "event_time": now}).encode() for t in items
-        ]
-        produce(bootstrap, source, payloads)
+        for t in items:
+            value = json.dumps({"stream_id": "s", "text": t, "event_time": now}).encode()
+            producer.produce(source, value)
+        producer.poll(0)
 
     result = run_script(
         root / "jobs" / "drift_monitor.sql", config, RunOptions(variables=variables, wait=False)
     )
     try:
         send(texts[:WARMUP])
+        producer.flush(30)
         _wait_for(bootstrap, windows, WARMUP, 300)
         rest = texts[WARMUP:]
         if load == "backlog":
@@ -262,6 +275,8 @@ def run_one(
             for i in range(0, len(rest), chunk):
                 time.sleep(max(0.0, start + i / options.rate - time.monotonic()))
                 send(rest[i : i + chunk])
+        if producer.flush(60) > 0:
+            raise SetupError("bench windows: the broker did not take every event in 60 s")
         rows = _wait_for(bootstrap, windows, len(sent), 120 + len(rest) / 10)
     finally:
         client = getattr(result, "job_client", None)
@@ -297,12 +312,14 @@ def _cell(value: float | int | None, spec: str) -> str:
 def format_table(rows: Sequence[RunFigures]) -> str:
     """The runs as a table."""
     lines = [
-        f"{'load':<8} {'mode':<9} {'events':>6} {'windows':>7} {'ev/s':>7} {'p50 ms':>8} "
+        f"{'load':<8} {'mode':<9} {'events':>6} {'windows':>7} {'sent/s':>7} {'ev/s':>7} "
+        f"{'p50 ms':>8} "
         f"{'p99 ms':>8} {'mean win ms':>11} {'max win ms':>10} {'max delay ms':>12}"
     ]
     for r in rows:
         lines.append(
             f"{r.load:<8} {r.mode:<9} {r.events:>6} {r.windows:>7} "
+            f"{_cell(r.sent_per_s, '.1f'):>7} "
             f"{_cell(r.events_per_s, '.1f'):>7} {_cell(r.p50_ms, '.0f'):>8} "
             f"{_cell(r.p99_ms, '.0f'):>8} {_cell(r.mean_window_ms, '.0f'):>11} "
             f"{_cell(r.max_window_ms, 'd'):>10} {_cell(r.max_delay_ms, '.0f'):>12}"

@@ -30,6 +30,7 @@ def test_figures_leave_out_the_warm_up() -> None:
     windows = [_w(0, 1000, 2), _w(5000, 7000, 3, 400.0), _w(7000, 10000, 1, 900.0)]
     f = figures("paced", "adaptive", sent, windows, skip=2)
     assert f.events == 4 and f.windows == 2
+    assert f.sent_per_s == pytest.approx(3 / 4.0)  # 4 events sent over 4 s
     # Processed at 5,100 + 400 and 9,000 + 900 ms: 1 event in 4.4 s after the first.
     assert f.events_per_s == pytest.approx(1 / 4.4)
     assert f.p50_ms == pytest.approx(1850.0)  # latencies 2000, 1900, 1800, 1000
