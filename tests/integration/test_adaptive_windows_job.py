@@ -29,10 +29,12 @@ from typing import Any
 
 import pytest
 
+from flinkai import metrics
 from flinkai.config import AdaptiveWindowConfig, load_config
 from flinkai.functions.adaptive_window import adaptive_window_ms
 from flinkai.kafka.admin import create_topics, produce, read_to_end_offsets
 from flinkai.kafka.broker import LocalKafka
+from flinkai.local.process import free_port
 from flinkai.models.artifacts import ModelArtifacts
 from flinkai.runtime.runner import RunOptions, run_script
 
@@ -86,7 +88,10 @@ def test_windows_follow_the_delay_and_shrink_on_drift(
     kafka_broker: LocalKafka, model_artifacts: ModelArtifacts
 ) -> None:
     base = load_config(env={})
-    config = base.with_overrides(runtime={"flink_conf": {**base.runtime.flink_conf, **SETTINGS}})
+    port = free_port()
+    config = base.with_overrides(
+        runtime={"flink_conf": {**base.runtime.flink_conf, **SETTINGS}, "prometheus_port": port}
+    )
     run_id = uuid.uuid4().hex[:8]
     source, drift, windows, dlq = (
         f"{p}-{run_id}" for p in ("aw-in", "aw-drift", "aw-win", "aw-dlq")
@@ -139,6 +144,8 @@ def test_windows_follow_the_delay_and_shrink_on_drift(
         assert wait_until(all_in, 120, interval_s=2.0), closed
         drifts = _rows(bootstrap, drift)
         dead = _rows(bootstrap, dlq)
+        # The per-key drift metrics, as Flink's Prometheus reporter exports them.
+        scraped = metrics.scrape(f"http://127.0.0.1:{port}/metrics")
     finally:
         if result.job_client is not None:
             result.job_client.cancel().result()
@@ -157,6 +164,16 @@ def test_windows_follow_the_delay_and_shrink_on_drift(
     switch_ms = marks[2]
     assert drifts, f"the switch raised no drift; windows: {closed}"
     assert all(d["period_end_ms"] >= switch_ms for d in drifts), (switch_ms, drifts)
+
+    # Each operator keeps its own per-key series (label key="news"): every drift was
+    # counted, and the score gauge and the window length gauge are exported.
+    detected = scraped.get(metrics.prometheus_name(metrics.DRIFT_DETECTED), [])
+    score = scraped.get(metrics.prometheus_name(metrics.DRIFT_SCORE), [])
+    assert detected and all(labels.get("key") == "news" for labels, _ in detected), detected
+    assert max(v for _, v in detected) == len(drifts), (detected, drifts)
+    assert score and all(labels.get("key") == "news" for labels, _ in score), score
+    length_gauge = scraped.get(metrics.prometheus_name(metrics.WINDOW_LENGTH_MS), [])
+    assert length_gauge and length_gauge[0][1] > 0, length_gauge
 
     # Each window asked for the length the rule gives for its measured delay ...
     for w in closed:
