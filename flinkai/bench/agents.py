@@ -29,13 +29,13 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from flinkai.bench.embed.stats import event_latencies_ms, pacing_schedule, percentiles
+from flinkai.bench.shared.broker import broker
 from flinkai.bench.shared.rss import RssSampler, process_kind, tree_usage
 from flinkai.bench.shared.suite import SuiteEntry
 
@@ -335,17 +335,6 @@ def run_job(bootstrap: str, pool: Sequence[dict[str, Any]], models: Path | None,
     return _kafka_leg("job", bootstrap, topics, pool, options, start, stop, 600)
 
 
-@contextmanager
-def _broker(bootstrap: str | None) -> Iterator[str]:
-    if bootstrap:
-        yield bootstrap
-        return
-    from flinkai.testing import session_broker
-
-    with session_broker() as broker:
-        yield broker.bootstrap
-
-
 def run_agents(
     options: AgentsOptions,
     models: Path | None = None,
@@ -367,7 +356,7 @@ def run_agents(
     clients = read_table(accounts or default_credit_file(), ("ID", *CREDIT_FEATURES))
     pool = list(transaction_events(fraud, clients))
     legs: dict[str, LegResult] = {}
-    with _broker(bootstrap) as servers:
+    with broker(bootstrap) as servers:
         for leg in options.legs:
             progress(f"{leg}: running")
             if leg == "raw":

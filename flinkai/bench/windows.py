@@ -33,13 +33,13 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from flinkai.bench.embed.stats import percentiles
+from flinkai.bench.shared.broker import broker
 from flinkai.bench.shared.suite import EntryOutput, SuiteEntry
 from flinkai.config import AdaptiveWindowConfig
 from flinkai.errors import SetupError
@@ -193,17 +193,6 @@ def _texts(n: int) -> list[str]:
     return [rows[i % len(rows)][1] for i in range(n)]
 
 
-@contextmanager
-def _broker(bootstrap: str | None) -> Iterator[str]:
-    if bootstrap:
-        yield bootstrap
-        return
-    from flinkai.testing import session_broker
-
-    with session_broker() as broker:
-        yield broker.bootstrap
-
-
 def _windows(bootstrap: str, topic: str) -> list[dict[str, Any]]:
     from flinkai.kafka.admin import read_to_end_offsets
 
@@ -294,7 +283,7 @@ def run_windows(
     """Every (load, mode) run, loads outermost, on one broker."""
     sizes = {"paced": round(options.rate * options.seconds), "backlog": options.backlog}
     out: list[RunFigures] = []
-    with _broker(bootstrap) as servers:
+    with broker(bootstrap) as servers:
         for load in options.loads:
             texts = _texts(WARMUP + sizes[load])
             for mode in options.modes:
