@@ -10,6 +10,7 @@
 --   KAFKA_BOOTSTRAP, CLICKS_TOPIC, EMBEDDINGS_TOPIC, DLQ_TOPIC,
 --   SCAN_BOUNDED_MODE (unbounded | latest-offset: stop at the offsets seen at start)
 --   DELIVERY_GUARANTEE (default exactly-once), TRANSACTIONAL_ID_PREFIX (built in: per job)
+--   SOURCE_FETCH_BYTES (consumer prefetch per partition, default 1 MB)
 
 SET 'pipeline.name' = 'flinkai-embed-clicks';
 
@@ -32,6 +33,9 @@ CREATE TEMPORARY TABLE clicks_raw (
   'properties.isolation.level' = 'read_committed',
   'scan.startup.mode' = 'earliest-offset',
   'scan.bounded.mode' = '${SCAN_BOUNDED_MODE}',
+  -- Bytes the consumer prefetches per partition (Kafka's default 1 MB). Flink's
+  -- pendingRecords, the autoscaler's backlog signal, counts only what is not prefetched.
+  'properties.max.partition.fetch.bytes' = '${SOURCE_FETCH_BYTES:-1048576}',
   'format' = 'raw'
 );
 

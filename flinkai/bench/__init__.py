@@ -19,6 +19,7 @@ BENCHMARKS: tuple[str, ...] = (
     "flinkai.bench.drift",
     "flinkai.bench.windows",
     "flinkai.bench.recovery",
+    "flinkai.bench.scaling",
     "flinkai.bench.anomaly",
     "flinkai.bench.rag",
     "flinkai.bench.rag_answer",

@@ -49,6 +49,7 @@ from flinkai.local.process import (
     kill_stragglers,
     signal_group,
     spawn,
+    stop_group,
     tail,
 )
 
@@ -662,6 +663,33 @@ class LocalFlinkCluster:
             signal_group(tm.pid, signal.SIGKILL)
         tm.proc.wait(timeout=10)
         kill_stragglers(tm.pid)
+        return tm
+
+    def stop_taskmanager(
+        self, tm: TaskManagerProcess | None = None, grace_s: float = 30.0
+    ) -> TaskManagerProcess:
+        """SIGTERM a TaskManager's group and wait, as Kubernetes deletes a pod on scale-down.
+
+        Flink shuts the TaskManager down and the JobManager sees it leave; in reactive
+        mode the job then restarts at the slots that are left. SIGKILL follows after
+        ``grace_s`` if it has not exited.
+
+        Args:
+            tm: Which one; the most recently started running one when ``None``.
+
+        Returns:
+            The stopped TaskManager (reaped).
+
+        Raises:
+            SetupError: No TaskManager of this cluster is running.
+        """
+        running = self.taskmanagers()
+        if tm is None:
+            if not running:
+                raise SetupError("no running TaskManager to stop")
+            tm = running[-1]
+        log.info("SIGTERM Flink TaskManager %s (pid %d)", tm.resource_id, tm.pid)
+        stop_group(tm.proc, grace_s)
         return tm
 
     # -- REST ------------------------------------------------------------------

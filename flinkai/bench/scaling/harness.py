@@ -1,0 +1,462 @@
+"""Reactive rescaling under load: the embed job in application mode, TaskManagers
+added and removed by the HPA's own decision step.
+
+``jobs/embed_clicks.sql`` runs as the Helm chart runs it: Flink's ``standalone-job``
+entry point (application mode) with ``scheduler-mode: reactive`` and one slot per
+TaskManager, so the job always runs at the parallelism of the TaskManagers present.
+The input topic has ``partitions`` partitions, the most parallelism that can help.
+
+Every tick the harness reads, from the REST API, the job's state and vertex
+parallelism and the Kafka source's ``pendingRecords`` summed over subtasks; divided
+by ``embedding.batch_size`` and averaged over ``window_s`` this is the chart's
+``ai_operator_backlog_depth``. :class:`~flinkai.autoscaling.policy.TaskManagerScaler`
+(formula, tolerance, stabilisation windows and Pods policies) turns it into a
+replica count, and the harness starts TaskManagers or stops them (SIGTERM, as a pod
+deletion does). The rescaling itself is Flink's.
+
+Load: while ``loading``, the harness keeps about ``backlog`` records waiting in the
+input topic; once the top replica count has run for ``hold_s`` it stops adding, the
+backlog drains, and the HPA scales down (one Pods-policy step). The run ends when the
+scale-down runs and every input is committed; then the exact checker reads the
+output to its end offsets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flinkai.autoscaling.policy import PodsPolicy, ScaleStep, TaskManagerScaler
+from flinkai.autoscaling.timeline import Sample, ScaleEvent
+from flinkai.errors import SetupError
+
+__all__ = ["ScalingOptions", "ScalingRun", "run_scaling"]
+
+log = logging.getLogger(__name__)
+
+JOB = Path(__file__).resolve().parents[3] / "jobs" / "embed_clicks.sql"
+BACKLOG_METRIC = "ai_operator_backlog_depth"
+
+
+@dataclass(frozen=True)
+class ScalingOptions:
+    """Sizes and timings of one run (the chart's own values where they apply).
+
+    Attributes:
+        partitions: Input partitions; also the HPA's ``maxReplicas`` here.
+        backlog: Records kept waiting in Kafka while loading.
+        hold_s: How long the top replica count runs under load (the rate after).
+        tick_s: Sampling and decision period.
+        window_s: The signal's averaging window (chart: 30 s).
+        up_window_s / down_window_s: Stabilisation windows (chart: 30 s / 600 s).
+        up / down: Pods policies (chart: 2 pods per 120 s up, 1 per 300 s down).
+        resource_stabilization: Flink's adaptive-scheduler wait (chart: 20 s).
+        bundle: Python bundle and Arrow batch rows (small, so ``pendingRecords`` is
+            not hidden in the worker's bundle).
+        fetch_bytes: The consumer's prefetch per partition (``SOURCE_FETCH_BYTES``):
+            ``pendingRecords`` does not count prefetched records, and Kafka's default
+            1 MB holds thousands of click events per partition.
+        timeout_s: Bound on the whole run.
+        null_model: Embed with the null model (the data path without model cost).
+        text_words: Words per click text.
+    """
+
+    partitions: int = 3
+    backlog: int = 1500
+    hold_s: float = 15.0
+    tick_s: float = 1.0
+    window_s: float = 3.0
+    up_window_s: float = 3.0
+    down_window_s: float = 30.0
+    up: PodsPolicy = field(default_factory=lambda: PodsPolicy(1, 20.0))
+    down: PodsPolicy = field(default_factory=lambda: PodsPolicy(1, 60.0))
+    resource_stabilization: str = "2 s"
+    cooldown: str = "5 s"
+    bundle: int = 64
+    fetch_bytes: int = 65536
+    timeout_s: float = 900.0
+    null_model: bool = False
+    text_words: int = 24
+
+
+@dataclass
+class ScalingRun:
+    """What a run recorded; :func:`flinkai.autoscaling.timeline.reduce_timeline` reads it.
+
+    Attributes:
+        target: The HPA's ``averageValue`` for the backlog metric (batches per replica).
+        batch_size: ``embedding.batch_size`` (records per batch).
+        samples / events / steps: The timeline and each scaling decision.
+        load_stopped_t: When input stopped being added.
+        expected_ids: Every id sent.
+        output_ids / dead_letters: Ids read from the output topic, dead-letter count.
+        exactly_once: The checker's verdict as text; ``exactly_once_ok`` its flag.
+        stop_mode: How TaskManagers were removed.
+        settings: The options and what the chart gave, for the JSON.
+    """
+
+    target: float
+    batch_size: int
+    samples: list[Sample] = field(default_factory=list)
+    events: list[ScaleEvent] = field(default_factory=list)
+    steps: list[tuple[float, ScaleStep]] = field(default_factory=list)
+    load_stopped_t: float | None = None
+    expected_ids: list[str] = field(default_factory=list)
+    output_ids: list[str] = field(default_factory=list)
+    dead_letters: int = 0
+    exactly_once: str = "not checked"
+    exactly_once_ok: bool = False
+    stop_mode: str = "SIGTERM (graceful TaskManager shutdown, as a pod deletion)"
+    settings: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+@contextlib.contextmanager
+def _env(values: dict[str, str]) -> Iterator[None]:
+    """Config overrides for the cluster's processes (they inherit this environment)."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+class _Probe:
+    """REST and Kafka reads for one tick; every read tolerates a job mid-restart."""
+
+    def __init__(self, cluster: Any, bootstrap: str, group: str, topic: str) -> None:
+        from kafka import KafkaAdminClient
+
+        self.cluster = cluster
+        self.group = group
+        self.topic = topic
+        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="flinkai-scaling")
+        self.job_id: str | None = None
+        self._metric: dict[str, str] = {}
+        self.committed_error: str | None = None
+
+    def close(self) -> None:
+        self.admin.close()
+
+    def _get(self, path: str) -> Any:
+        try:
+            return self.cluster.rest(path)
+        except Exception:  # REST briefly unavailable while the job restarts
+            return None
+
+    def job(self) -> tuple[int | None, bool, list[dict[str, Any]]]:
+        if self.job_id is None:
+            jobs = (self._get("/jobs/overview") or {}).get("jobs") or []
+            if not jobs:
+                return None, False, []
+            self.job_id = jobs[0]["jid"]
+        detail = self._get(f"/jobs/{self.job_id}") or {}
+        vertices = detail.get("vertices") or []
+        if not vertices:
+            return None, False, []
+        parallelism = max(int(v["parallelism"]) for v in vertices)
+        running = detail.get("state") == "RUNNING" and all(
+            v.get("status") == "RUNNING" for v in vertices
+        )
+        return parallelism, running, vertices
+
+    def pending(self, vertices: list[dict[str, Any]]) -> float | None:
+        total = 0.0
+        found = False
+        for v in vertices:
+            base = f"/jobs/{self.job_id}/vertices/{v['id']}/subtasks/metrics"
+            name = self._metric.get(v["id"])
+            if name is None:
+                listed = self._get(base) or []
+                names = [m["id"] for m in listed if m["id"].endswith(".pendingRecords")]
+                if not names:
+                    continue
+                name = self._metric[v["id"]] = names[0]
+            got = self._get(f"{base}?get={name}&agg=sum") or []
+            for m in got:
+                if "sum" in m:
+                    total += float(m["sum"])
+                    found = True
+        return total if found else None
+
+    def committed(self) -> int | None:
+        try:
+            offsets = self.admin.list_group_offsets(self.group).get(self.group) or {}
+        except Exception as e:  # coordinator moving; the next tick reads again
+            if self.committed_error is None:
+                self.committed_error = f"{type(e).__name__}: {e}"
+                log.warning("reading committed offsets of %s: %s", self.group, e)
+            return None
+        values = [o.offset for tp, o in offsets.items() if tp.topic == self.topic and o.offset >= 0]
+        return sum(values) if values else 0
+
+
+_VOCAB = [
+    "market",
+    "rally",
+    "stocks",
+    "shares",
+    "profit",
+    "quarter",
+    "league",
+    "match",
+    "season",
+    "goal",
+    "launch",
+    "software",
+    "chip",
+    "network",
+    "study",
+    "space",
+    "climate",
+    "vote",
+    "court",
+    "energy",
+]
+
+
+def _texts(n: int, words: int, start: int) -> list[bytes]:
+    vocab = _VOCAB
+    out = []
+    for i in range(start, start + n):
+        text = " ".join(vocab[(i * 7 + k * 3) % len(vocab)] for k in range(words))
+        out.append(
+            json.dumps({"user_id": f"s{i}", "click_text": f"{text} {i}", "event_time": 1}).encode()
+        )
+    return out
+
+
+def run_scaling(
+    bootstrap: str,
+    options: ScalingOptions | None = None,
+    progress: Callable[[str], None] = lambda line: None,
+) -> ScalingRun:
+    """One rescaling run on the broker at ``bootstrap``; see the module docstring.
+
+    Raises:
+        SetupError: The cluster or a TaskManager would not start.
+    """
+    from flinkai.autoscaling.chart import render
+    from flinkai.config import load_config
+    from flinkai.kafka.admin import create_topics, produce, read_to_end_offsets
+    from flinkai.runtime.cluster import LocalFlinkCluster
+    from flinkai.testing import check_exactly_once, result_id
+
+    options = options or ScalingOptions()
+    chart = render()
+    metric = chart.metrics[BACKLOG_METRIC]
+    env = {
+        "FLINKAI_RUNTIME_PYTHON_BUNDLE_SIZE": str(options.bundle),
+        "FLINKAI_RUNTIME_ARROW_BATCH_SIZE": str(options.bundle),
+        "FLINKAI_EMBEDDING_VECTOR_ENCODING": "f32",
+    }
+    if options.null_model:
+        from flinkai.bench.ceiling.command import _null_model
+
+        model = _null_model()["model"]
+        env.update({f"FLINKAI_MODEL_{k.upper()}": str(v) for k, v in model.items()})
+    with _env(env):
+        batch = load_config().embedding.batch_size
+    run = ScalingRun(target=metric.target, batch_size=batch)
+    run.settings = {
+        "options": {
+            k: (vars(v) if isinstance(v, PodsPolicy) else v) for k, v in vars(options).items()
+        },
+        "chart": {
+            "metric": metric.name,
+            "target": metric.target,
+            "behavior": dict(chart.behavior),
+            "max_replicas": chart.max_replicas,
+            "rendered_by": chart.rendered_by,
+        },
+        "config_env": env,
+    }
+    rid = uuid.uuid4().hex[:8]
+    topics = {
+        "CLICKS_TOPIC": f"scale-in-{rid}",
+        "EMBEDDINGS_TOPIC": f"scale-out-{rid}",
+        "DLQ_TOPIC": f"scale-dlq-{rid}",
+    }
+    group = f"g-scale-{rid}"
+    create_topics(bootstrap, [topics["CLICKS_TOPIC"]], partitions=options.partitions)
+    create_topics(bootstrap, [topics["EMBEDDINGS_TOPIC"], topics["DLQ_TOPIC"]])
+    variables = {
+        "KAFKA_BOOTSTRAP": bootstrap,
+        **topics,
+        "GROUP_ID": group,
+        "SCAN_BOUNDED_MODE": "unbounded",
+        "SOURCE_FETCH_BYTES": str(options.fetch_bytes),
+    }
+    args = ["-pym", "flinkai.cli.main", "run", str(JOB)]
+    for k, v in variables.items():
+        args += ["--var", f"{k}={v}"]
+    conf = {
+        "scheduler-mode": "reactive",
+        "jobmanager.adaptive-scheduler.resource-stabilization-timeout": options.resource_stabilization,
+        # Flink 2 waits this long after a rescale before the next (default 30 s), and up
+        # to the executing stabilisation timeout (default 60 s) for more slots.
+        "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": options.cooldown,
+        "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout": (
+            options.resource_stabilization
+        ),
+    }
+    scaler = TaskManagerScaler(
+        target=metric.target,
+        min_replicas=1,
+        max_replicas=options.partitions,
+        up_window_s=options.up_window_s,
+        down_window_s=options.down_window_s,
+        up=options.up,
+        down=options.down,
+    )
+    produced = 0
+
+    def send(n: int) -> None:
+        nonlocal produced
+        values = _texts(n, options.text_words, produced)
+        produce(bootstrap, topics["CLICKS_TOPIC"], values)
+        run.expected_ids.extend(f"s{i}" for i in range(produced, produced + n))
+        produced += n
+
+    work = Path(tempfile.mkdtemp(prefix="flinkai-scaling-"))
+    with (
+        _env(env),
+        LocalFlinkCluster(
+            work / "cluster",
+            slots=1,
+            application=args,
+            flink_conf=conf,
+            taskmanager_memory="1024m",
+            start_timeout_s=240.0,
+        ) as cluster,
+    ):
+        probe = _Probe(cluster, bootstrap, group, topics["CLICKS_TOPIC"])
+        try:
+            _loop(cluster, probe, scaler, run, options, send, progress)
+        finally:
+            probe.close()
+        # Every input offset is committed. The sink commits its transaction on the same
+        # checkpoint notification, so read to the end offsets while the job still runs;
+        # only missing ids (a commit still in flight) are read again, a few seconds on.
+        for attempt in range(4):
+            out = read_to_end_offsets(bootstrap, topics["EMBEDDINGS_TOPIC"], timeout_s=120.0)
+            report = check_exactly_once(run.expected_ids, out.records)
+            if report.ok or report.duplicated or report.unexpected or attempt == 3:
+                break
+            time.sleep(5.0)
+        dlq = read_to_end_offsets(bootstrap, topics["DLQ_TOPIC"], timeout_s=60.0)
+    run.output_ids = [result_id(r) for r in out.records]
+    run.dead_letters = len(dlq.records)
+    run.exactly_once = str(report)
+    run.exactly_once_ok = report.ok
+    progress(f"exactly-once: {report}; dead letters {run.dead_letters}")
+    return run
+
+
+def _loop(
+    cluster: Any,
+    probe: _Probe,
+    scaler: TaskManagerScaler,
+    run: ScalingRun,
+    options: ScalingOptions,
+    send: Callable[[int], None],
+    progress: Callable[[str], None],
+) -> None:
+    t0 = time.monotonic()
+    window: list[tuple[float, float]] = []
+    replicas = 1
+    loading = True
+    top_since: float | None = None
+    last_topup = -1e9
+    produced = 0
+
+    def sent(n: int) -> None:
+        nonlocal produced
+        send(n)
+        produced += n
+
+    while True:
+        now = time.monotonic() - t0
+        if now > options.timeout_s:
+            raise SetupError(f"scaling run did not finish within {options.timeout_s:.0f} s")
+        parallelism, running, vertices = probe.job()
+        pending = probe.pending(vertices) if running else None
+        committed = probe.committed()
+        if pending is not None:
+            window.append((now, pending / run.batch_size))
+        window = [(t, v) for t, v in window if t >= now - options.window_s]
+        signal = sum(v for _, v in window) / len(window) if window else None
+        proposal = None
+        if running and pending is not None and signal is not None and parallelism:
+            # No decision without a current metric: the HPA skips a missing one too.
+            step = scaler.step(replicas, signal)
+            run.steps.append((now, step))
+            proposal = step.proposal
+            if step.desired != replicas:
+                run.events.append(ScaleEvent(now, replicas, step.desired))
+                progress(
+                    f"{now:6.1f}s decide {replicas} -> {step.desired} TaskManagers "
+                    f"(signal {signal:.1f} batches, {signal / replicas:.1f}/replica, "
+                    f"target {run.target:g})"
+                )
+                for _ in range(step.desired - replicas):
+                    cluster.start_taskmanager(wait=False)
+                for _ in range(replicas - step.desired):
+                    cluster.stop_taskmanager()
+                replicas = step.desired
+        registered = len(cluster.registered_taskmanagers() or [])
+        run.samples.append(
+            Sample(
+                now,
+                replicas,
+                registered,
+                parallelism,
+                running,
+                pending,
+                signal,
+                proposal,
+                committed,
+                produced,
+            )
+        )
+        progress(
+            f"{now:6.1f}s tm={replicas}/{registered} p={parallelism} "
+            f"{'RUNNING' if running else '-'} pending={pending} signal="
+            f"{'-' if signal is None else f'{signal:.1f}'} committed={committed}/{produced}"
+        )
+        if loading:
+            if produced == 0 or (
+                pending is not None and pending < options.backlog / 2 and now - last_topup >= 5.0
+            ):
+                # pendingRecords lags the topic by a fetch (and reads 0 while the source
+                # warms up), so add at most half a backlog every 5 s.
+                sent(options.backlog if produced == 0 else options.backlog // 2)
+                last_topup = now
+            at_top = replicas == options.partitions and running and parallelism == replicas
+            top_since = (top_since or now) if at_top else None
+            if top_since is not None and now - top_since >= options.hold_s:
+                loading = False
+                run.load_stopped_t = now
+                progress(f"{now:6.1f}s load stopped after {produced} records")
+        elif (
+            any(e.after < e.before for e in run.events)
+            and running
+            and parallelism == replicas
+            and committed == produced
+        ):
+            return
+        time.sleep(max(0.0, options.tick_s - (time.monotonic() - t0 - now)))
