@@ -1,4 +1,4 @@
-"""``flinkai bench rag``: freshness of the live index against a batch-reindex baseline.
+"""``flinkai bench rag``: freshness of the live index against micro-batch reindexing.
 
 Two ways to keep a retrieval index over AG News articles current, measured in one run
 on the same documents, the same arrival rate, the same model and the same Chroma
@@ -13,11 +13,21 @@ server:
     50 ms, so it includes the Flink bundle wait, the model, the write and Chroma's
     indexing, plus up to one poll interval).
 
-``batch``
-    The design's batch index: every ``--batch-interval`` seconds it re-embeds and
-    reloads *all* documents that have arrived so far into a fresh collection, which
-    then serves queries. A document's freshness is the time from its arrival (the
-    same schedule as the stream phase) to the end of the first rebuild that holds it.
+``micro-batch`` (the default baseline)
+    What a user would build without the job: a Kafka consumer on the same topic that,
+    every 1, 5 or 10 s (``--intervals``), embeds the documents changed since its last
+    run and upserts them with the job's own indexing code into a collection of the
+    same kind on the same Chroma server (``flinkai.bench.rag_microbatch``). The
+    documents are split evenly over the intervals; each share is streamed once and
+    indexed by the job and by one reindexer *at the same time*, so the pair shares
+    the broker, the cluster, the machine and the probe. Its freshness is timed by the
+    same probe, to visibility in a query, from the same ``send``.
+
+``rebuild`` (``--baseline rebuild``)
+    The older full rebuild: every ``--batch-interval`` seconds it re-embeds and
+    reloads *all* documents that have arrived so far into a fresh collection, after
+    the stream phase and without its load; freshness is to the end of the rebuild
+    that holds a document. Kept for comparison with earlier figures.
 
 Also reported: query latency p50/p99 (the probe's queries against the live index
 while ingest runs; against the last batch collection for the baseline), ingest
@@ -42,6 +52,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +74,11 @@ class RagBenchOptions:
     Attributes:
         docs: AG News articles streamed (from the start of the file).
         rate: Arrival rate, documents per second.
-        batch_interval_s: The baseline rebuilds every this many seconds.
+        baseline: ``microbatch`` (the default: incremental reindex runs beside the
+            stream, one interval per share of the documents) or ``rebuild`` (every
+            document re-embedded into a fresh collection, after the stream phase).
+        intervals_s: The micro-batch periods; the documents are split evenly.
+        batch_interval_s: The rebuild baseline's period.
         sample_every: Freshness is probed on every n-th document.
         queries: Held-out articles used as recall@10 queries.
         k: Recall depth.
@@ -72,6 +87,8 @@ class RagBenchOptions:
 
     docs: int = 3000
     rate: float = 50.0
+    baseline: str = "microbatch"
+    intervals_s: tuple[float, ...] = (1.0, 5.0, 10.0)
     batch_interval_s: float = 10.0
     sample_every: int = 10
     queries: int = 300
@@ -178,6 +195,7 @@ class PhaseResult:
     throughput_docs_s: float | None = None
     peak_rss_mb: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    pairs: list[_Pair] = field(default_factory=list)
 
     def row(self) -> dict[str, Any]:
         return {
@@ -236,6 +254,7 @@ class _Probe:
         self.interval_s = interval_s
         self.pending: dict[str, tuple[float, np.ndarray]] = {}
         self.fresh_s: dict[str, float] = {}
+        self.seen_at: dict[str, float] = {}
         self.query_ms: list[float] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -254,7 +273,9 @@ class _Probe:
                 hits = self.index.query(vector, 3)
                 self.query_ms.append((time.perf_counter() - started) * 1000)
                 if any(h.doc_id == doc_id for h in hits):
-                    self.fresh_s[doc_id] = time.time() - sent_at
+                    seen = time.time()
+                    self.seen_at[doc_id] = seen
+                    self.fresh_s[doc_id] = seen - sent_at
                     with self._lock:
                         self.pending.pop(doc_id, None)
             self._stop.wait(self.interval_s)
@@ -265,6 +286,130 @@ class _Probe:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
+
+
+# -- the micro-batch baseline, paired with the stream -------------------------------------
+
+
+def _segments(n: int, opts: RagBenchOptions) -> list[tuple[int, int, float | None]]:
+    """Document ranges [lo, hi) and the micro-batch interval that runs beside each.
+
+    With the micro-batch baseline the documents are split evenly over its intervals;
+    each range is streamed once, indexed by the job and by that interval's reindexer
+    at the same time, so the pair shares one load. Otherwise one range, no baseline.
+    """
+    if opts.baseline != "microbatch" or not opts.intervals_s:
+        return [(0, n, None)]
+    k = len(opts.intervals_s)
+    if n < k:
+        raise ValueError(f"{n} documents cannot be split over {k} micro-batch intervals")
+    bounds = [round(j * n / k) for j in range(k + 1)]
+    return [(bounds[j], bounds[j + 1], opts.intervals_s[j]) for j in range(k)]
+
+
+def _chunks(texts: list[str], lo: int, hi: int, config: Config) -> int:
+    from flinkai.rag.chunking import chunk_document
+
+    return sum(len(chunk_document(f"ag-{i}", texts[i], config.rag)) for i in range(lo, hi))
+
+
+def _holds_chunks(index: Any, n: int) -> bool:
+    return bool(index.count() >= n)
+
+
+def _wait_time(predicate: Callable[[], bool], timeout_s: float) -> float | None:
+    """When ``predicate`` first held (polled every 0.1 s), or None after ``timeout_s``."""
+    return time.time() if _wait(predicate, timeout_s, 0.1) else None
+
+
+@dataclass
+class _Segment:
+    lo: int
+    hi: int
+    interval_s: float | None
+    first_send: float
+    sent_at: dict[str, float] = field(default_factory=dict)
+    stored_at: float | None = None
+
+    def rate(self, done: float | None) -> float | None:
+        return (self.hi - self.lo) / (done - self.first_send) if done else None
+
+
+@dataclass
+class _Pair:
+    """The stream and one micro-batch interval over the same documents, at the same time."""
+
+    segment: _Segment
+    stream: PhaseResult
+    baseline: PhaseResult
+
+    def fill_stream(self, probe: _Probe) -> None:
+        from flinkai.bench.rag_microbatch import visibility
+
+        fresh, unseen = visibility(self.segment.sent_at, probe.seen_at)
+        self.stream.fresh_s, self.stream.missing = fresh, len(unseen)
+
+    def ratio_p99(self) -> float | None:
+        a, b = _pct(self.stream.fresh_s, 99), _pct(self.baseline.fresh_s, 99)
+        return b / a if a and b else None
+
+
+class _MicroBatchLeg:
+    """A micro-batch reindexer on its own collection of the same server, and its probe."""
+
+    def __init__(
+        self,
+        config: Config,
+        bootstrap: str,
+        topic: str,
+        interval_s: float,
+        vectors: dict[int, np.ndarray],
+    ) -> None:
+        from flinkai.bench.rag_microbatch import MicroBatchReindexer
+        from flinkai.rag.chroma import ChromaIndex
+
+        name = f"{config.rag.collection}-mb-{round(interval_s * 1000)}ms"
+        self.config = config.with_overrides(rag=asdict(replace(config.rag, collection=name)))
+        self.interval_s = interval_s
+        self.reindexer = MicroBatchReindexer(self.config, bootstrap, topic, interval_s)
+        self.reindexer.start()
+        self.probe = _Probe(ChromaIndex(self.config.rag))
+        self.probe.start()
+
+    def finish(self, seg: _Segment, opts: RagBenchOptions) -> _Pair:
+        from flinkai.bench.rag_microbatch import visibility
+
+        ids = [f"ag-{i}" for i in range(seg.lo, seg.hi)]
+        state = self.reindexer.state
+        done = _wait_time(lambda: all(d in state.indexed_at for d in ids), opts.timeout_s)
+        _wait(lambda: not self.probe.pending, 30.0, 0.2)
+        self.probe.stop()
+        self.probe.index.close()
+        self.reindexer.stop()
+        n = seg.hi - seg.lo
+        stream = PhaseResult(f"stream beside {self.interval_s:g} s", "rag_ingest.sql", n, opts.rate)
+        stream.throughput_docs_s = seg.rate(seg.stored_at)
+        base = PhaseResult(
+            f"micro-batch {self.interval_s:g} s",
+            f"consumer + DocumentIndexer every {self.interval_s:g} s (changed documents only)",
+            n,
+            opts.rate,
+        )
+        base.fresh_s, unseen = visibility(seg.sent_at, self.probe.seen_at)
+        base.missing = len(unseen)
+        base.query_ms = self.probe.query_ms
+        base.throughput_docs_s = seg.rate(done)
+        runs = state.runs
+        base.notes.append(
+            f"{len(runs)} runs, {sum(r.documents for r in runs)} documents embedded, "
+            f"{sum(r.missed_ticks for r in runs)} ticks missed (a run overran), "
+            f"longest run {max((r.ended - r.began for r in runs), default=0.0):.2f} s"
+        )
+        if state.invalid or state.errors:
+            base.notes.append(f"{state.invalid} invalid records; errors: {state.errors[:3]}")
+        if done is None:
+            base.notes.append(f"not all {n} documents indexed within {opts.timeout_s:g} s")
+        return _Pair(seg, stream, base)
 
 
 def _script() -> Path:
@@ -329,36 +474,49 @@ def _stream_phase(
         base_count = index.count()
         probe = _Probe(ChromaIndex(config.rag))  # its own client: it runs in another thread
         probe.start()
+        segments = _segments(len(texts), opts)
         progress(f"stream: {len(texts)} documents at {opts.rate}/s")
-        first_send = time.time()
-        for i, text in enumerate(texts):
-            due = first_send + i / opts.rate
-            time.sleep(max(0.0, due - time.time()))
-            doc_id = f"ag-{i}"
-            sent = time.time()
-            producer.send(topics[0], key=doc_id.encode(), value=_doc_record(doc_id, text))
-            if i in vectors:
-                probe.add(doc_id, sent, vectors[i])
-        producer.flush()
-        lag = time.time() - first_send - len(texts) / opts.rate
-        if lag > 1.0:
-            result.notes.append(f"the producer fell {lag:.1f} s behind its schedule")
-        from flinkai.rag.chunking import chunk_document
-
-        chunks = sum(len(chunk_document(f"ag-{i}", t, config.rag)) for i, t in enumerate(texts))
-        want = base_count + chunks
-        stored = _wait(lambda: index.count() >= want, opts.timeout_s, 0.25)
-        last = time.time()
+        want = base_count
+        timed = 0.0  # seconds from each segment's first send to the job storing its last
+        for lo, hi, interval in segments:
+            baseline = None
+            if interval is not None:  # its model loads before the segment's first send
+                baseline = _MicroBatchLeg(config, bootstrap, topics[0], interval, vectors)
+                progress(f"stream + micro-batch every {interval:g} s: documents {lo}-{hi - 1}")
+            seg = _Segment(lo, hi, interval, time.time())
+            for i in range(lo, hi):
+                due = seg.first_send + (i - lo) / opts.rate
+                time.sleep(max(0.0, due - time.time()))
+                doc_id = f"ag-{i}"
+                sent = time.time()
+                producer.send(topics[0], key=doc_id.encode(), value=_doc_record(doc_id, texts[i]))
+                if i in vectors:
+                    probe.add(doc_id, sent, vectors[i])
+                    seg.sent_at[doc_id] = sent
+                    if baseline is not None:
+                        baseline.probe.add(doc_id, sent, vectors[i])
+            producer.flush()
+            lag = time.time() - seg.first_send - (hi - lo) / opts.rate
+            if lag > 1.0:
+                result.notes.append(f"the producer fell {lag:.1f} s behind its schedule")
+            want += _chunks(texts, lo, hi, config)
+            seg.stored_at = _wait_time(partial(_holds_chunks, index, want), opts.timeout_s)
+            timed += (seg.stored_at or time.time()) - seg.first_send
+            if baseline is not None:
+                result.pairs.append(baseline.finish(seg, opts))
+        stored = index.count() >= want
         _wait(lambda: not probe.pending, 30.0, 0.2)
         probe.stop()
         probe.index.close()
         result.fresh_s = list(probe.fresh_s.values())
         result.missing = len(probe.pending)
         result.query_ms = probe.query_ms
+        for pair in result.pairs:
+            pair.fill_stream(probe)
         count = index.count() - base_count
-        result.throughput_docs_s = len(texts) / (last - first_send) if stored else None
+        result.throughput_docs_s = len(texts) / timed if stored else None
         if not stored:
-            result.notes.append(f"only {count} of {chunks} chunks stored in time")
+            result.notes.append(f"only {count} of {want - base_count} chunks stored in time")
     finally:
         producer.close()
         index.close()
@@ -524,21 +682,33 @@ def run_rag_bench(opts: RagBenchOptions, progress: Callable[[str], None] = print
             stream.peak_rss_mb = dict(rss.peak_mb)
             progress("recall@10 against brute force over the stored vectors")
             recall = _recall(config, query_vectors, opts.k)
-        with ChromaServer(work / "chroma-batch") as chroma, ProcessRss() as rss:
-            rag = asdict(replace(chroma.config(base.rag), collection="bench-batch"))
-            config = base.with_overrides(rag=rag)
-            batch = _batch_phase(opts, config, texts, vectors, progress)
-            batch.peak_rss_mb = dict(rss.peak_mb)
-    p99 = (_pct(stream.fresh_s, 99), _pct(batch.fresh_s, 99))
+        phases = [stream.row()]
+        ratios: dict[str, float | None] = {}
+        notes = {"stream": stream.notes}
+        for pair in stream.pairs:
+            phases += [pair.stream.row(), pair.baseline.row()]
+            ratios[f"{pair.segment.interval_s:g}"] = pair.ratio_p99()
+            notes[pair.baseline.name] = pair.baseline.notes
+        if opts.baseline == "rebuild":
+            with ChromaServer(work / "chroma-batch") as chroma, ProcessRss() as rss:
+                rag = asdict(replace(chroma.config(base.rag), collection="bench-batch"))
+                config = base.with_overrides(rag=rag)
+                batch = _batch_phase(opts, config, texts, vectors, progress)
+                batch.peak_rss_mb = dict(rss.peak_mb)
+            phases.append(batch.row())
+            notes["batch"] = batch.notes
+            p99 = (_pct(stream.fresh_s, 99), _pct(batch.fresh_s, 99))
+            ratios["rebuild"] = (p99[1] / p99[0]) if p99[0] and p99[1] else None
     return {
         "benchmark": "rag",
         "options": asdict(opts),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
         "gpu": _gpu_status(base, SystemProbe().report()),
         "freshness_path": "through the Flink job (jobs/rag_ingest.sql on the MiniCluster)",
-        "phases": [stream.row(), batch.row()],
-        "notes": {"stream": stream.notes, "batch": batch.notes},
-        "batch_over_stream_freshness_p99": (p99[1] / p99[0]) if p99[0] and p99[1] else None,
+        "phases": phases,
+        "notes": notes,
+        # baseline p99 / the stream's p99 over the same documents (rebuild: all documents)
+        "baseline_over_stream_freshness_p99": ratios,
         "recall": recall,
     }
 
@@ -577,8 +747,11 @@ def _table(result: dict[str, Any]) -> str:
     for row in result["phases"]:
         shown = ", ".join(f"{k} {v:.0f}" for k, v in sorted(row["peak_rss_mb"].items()))
         lines.append(f"  {row['index']}: {shown}")
-    ratio = result["batch_over_stream_freshness_p99"]
-    lines.append(f"freshness p99, batch / stream: {ratio:.1f}x" if ratio else "ratio: n/a")
+    for name, ratio in result["baseline_over_stream_freshness_p99"].items():
+        shown = f"{ratio:.1f}x" if ratio else "n/a"
+        lines.append(f"freshness p99, baseline {name} / stream (same documents): {shown}")
+    for name, notes in result["notes"].items():
+        lines += [f"{name}: {n}" for n in notes]
     rec = result["recall"]
     lines.append(
         f"recall@10 (live HNSW vs exact): {rec['recall@10']:.4f} over {rec['queries']} queries"
@@ -595,6 +768,9 @@ def _handle(args: argparse.Namespace) -> int:
             ("docs", args.docs),
             ("rate", args.rate),
             ("batch_interval_s", args.batch_interval),
+            ("baseline", args.baseline),
+            ("intervals_s", args.intervals),
+            ("sample_every", args.sample_every),
         )
         if v is not None
     }
@@ -610,19 +786,41 @@ def _handle(args: argparse.Namespace) -> int:
     return 0
 
 
+def _intervals(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of seconds: {text!r}") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"intervals must be > 0 seconds: {text!r}")
+    return values
+
+
 def register(subparsers: Any) -> None:
     """Add ``flinkai bench rag``."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "rag",
-        help="live RAG index freshness vs a batch reindex (AG News)",
+        help="live RAG index freshness vs micro-batch reindexing (AG News)",
         description="Stream AG News articles through jobs/rag_ingest.sql into Chroma and "
         "measure freshness, query latency, throughput, RSS and recall@10, against a "
-        "baseline that reloads every document every N seconds.",
+        "baseline that reindexes the changed documents every 1/5/10 s beside it.",
     )
     parser.add_argument("--quick", action="store_true", help="600 documents at 20/s")
     parser.add_argument("--docs", type=int, help="documents streamed (3000)")
     parser.add_argument("--rate", type=float, help="documents per second (50)")
-    parser.add_argument("--batch-interval", type=float, help="baseline rebuild period, s (10)")
+    parser.add_argument(
+        "--baseline",
+        choices=("microbatch", "rebuild"),
+        help="microbatch (default): incremental reindex beside the stream, same load; "
+        "rebuild: re-embed everything into a fresh collection, after the stream",
+    )
+    parser.add_argument(
+        "--intervals",
+        type=_intervals,
+        help="micro-batch periods in seconds, comma-separated (1,5,10)",
+    )
+    parser.add_argument("--sample-every", type=int, help="probe every n-th document (10)")
+    parser.add_argument("--batch-interval", type=float, help="rebuild baseline period, s (10)")
     parser.add_argument("--json", metavar="PATH", help="also write the result as JSON")
     parser.set_defaults(handler=_handle)
 
@@ -635,7 +833,7 @@ def _suite_rows(size: int | None) -> list[dict[str, Any]]:
 
 suite_entry = SuiteEntry(
     name="rag",
-    description="Live RAG index (Kafka -> Flink -> Chroma) freshness vs batch reindex, AG News.",
+    description="Live RAG index (Kafka -> Flink -> Chroma) freshness vs micro-batch reindex, AG News.",
     sizes={"quick": 300, "default": 600, "full": 3000},
     run=_suite_rows,
     chart=("index", "freshness_p99_s"),

@@ -16,7 +16,8 @@ def test_rows_and_table_report_percentiles_ratio_and_recall() -> None:
     assert rows[0]["probed"] == 100 and rows[1]["ingest_docs_s"] is None
     result = {
         "phases": rows,
-        "batch_over_stream_freshness_p99": 9.0 / rows[0]["freshness_p99_s"],
+        "baseline_over_stream_freshness_p99": {"rebuild": 9.0 / rows[0]["freshness_p99_s"]},
+        "notes": {"batch": ["12 rebuilds"]},
         "recall": {"recall@10": 0.987, "queries": 200},
         "freshness_path": "through the Flink job",
         "gpu": "n/a (no GPU)",
@@ -24,7 +25,8 @@ def test_rows_and_table_report_percentiles_ratio_and_recall() -> None:
     text = _table(result)
     assert "| stream | 5 | 0.20 |" in text and "| batch | 5 | 9.00 | 9.00 |" in text
     assert "Chroma server 120" in text and "recall@10 (live HNSW vs exact): 0.9870" in text
-    assert "n/a (no GPU)" in text
+    assert "n/a (no GPU)" in text and "batch: 12 rebuilds" in text
+    assert "baseline rebuild / stream (same documents): " in text
 
 
 def test_empty_phase_prints_na_and_profiles_are_ordered() -> None:
