@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flinkai.errors import FlinkAIError
 
-__all__ = ["AnomalyError", "AnomalyModelError", "NabDataError"]
+__all__ = ["AnomalyError", "AnomalyModelError", "DetectorInputError", "NabDataError"]
 
 
 class AnomalyError(FlinkAIError):
@@ -17,3 +17,7 @@ class NabDataError(AnomalyError, ValueError):
 
 class AnomalyModelError(AnomalyError):
     """An anomaly model is missing, malformed, or cannot be trained or exported."""
+
+
+class DetectorInputError(AnomalyError, ValueError):
+    """A streaming detector was given a value, setting or snapshot it cannot use."""

@@ -10,6 +10,11 @@ each point before learning it. Detectors:
 * ``zscore``, ``robust_zscore``, ``iqr``: Apache Beam's definitions
   (:mod:`flinkai.anomaly.baselines`).
 * ``hst``: river's HalfSpaceTrees.
+* ``cad`` and ``cad_probation`` (not in the default set; run when named): CAD OSE
+  (:mod:`flinkai.anomaly.cad`), ``cad`` with NAB's value range (min/max of the whole
+  file, so it sees future values) and ``cad_probation`` with the range learnt from
+  the probationary rows only. Every 100th point goes through the operator's state
+  round trip (snapshot, pickle, unpickle, rebuild) and is timed as an operator step.
 * ``zscore_gated`` (not in the default set; a control): Beam's ZScore followed by
   the forecasters' peak gate (a score is kept only above every score of the last
   ``ScorerConfig.peak_window`` points), to show what that post-processing alone
@@ -46,6 +51,7 @@ import numpy as np
 import numpy.typing as npt
 
 from flinkai.anomaly.baselines import IQR, HalfSpaceTrees, RobustZScore, StreamingDetector, ZScore
+from flinkai.anomaly.cad import CadConfig, CadDetector, ProbationRangeCad, nab_rest_period
 from flinkai.anomaly.detector import DetectorConfig, PointRejected, SeriesDetector
 from flinkai.anomaly.errors import NabDataError
 from flinkai.anomaly.features import ScorerConfig
@@ -58,6 +64,7 @@ from flinkai.anomaly.nab import (
     event_metrics_corpus,
     load_nab_folder,
     optimize_threshold,
+    probationary_length,
 )
 from flinkai.anomaly.scorers import DEFAULTS, SCORERS, SETTINGS, apply_scorer, peak_gated
 from flinkai.anomaly.spec import anomaly_models_dir
@@ -70,6 +77,7 @@ from flinkai.errors import ConfigError, SetupError
 __all__ = [
     "CONTROLS",
     "DETECTORS",
+    "SERIES_DETECTORS",
     "DetectorRun",
     "default_data_dir",
     "format_tables",
@@ -87,6 +95,10 @@ __all__ = [
 DETECTORS = ("hybrid", "lstm", "zscore", "robust_zscore", "iqr", "hst")
 #: Detectors run only when named with ``--detectors``.
 CONTROLS = ("zscore_gated",)
+#: Detectors built per series (value range, probation), run only when named.
+SERIES_DETECTORS = ("cad", "cad_probation")
+#: One point in this many of a per-series detector takes the operator's state round trip.
+_ROUND_TRIP_EVERY = 100
 _NEURAL = ("hybrid", "lstm")
 _BASELINES: Mapping[str, Callable[[], StreamingDetector]] = {
     "zscore": ZScore,
@@ -117,8 +129,10 @@ class DetectorRun:
         scores: Per series, one score in [0, 1] per row.
         step_ms: Per-point time of the detector's core step (the ONNX step for
             the forecasters, score + learn for the baselines).
-        operator_ms: Per-point time of the whole operator step (forecasters only).
-        state_bytes: Largest pickled per-key state seen (forecasters only).
+        operator_ms: Per-point time of the whole operator step (forecasters; for
+            the per-series detectors every 100th point, with the state round trip).
+        state_bytes: Largest pickled per-key state seen (forecasters and per-series
+            detectors).
         model_version: The forecaster's model version.
         rejected: Points the forecaster refused (a timestamp not after the last one).
         native: Per series, the detector's own output before any scorer (the
@@ -156,6 +170,41 @@ def _bounded(raw: float) -> float:
     if raw is None or math.isnan(raw):
         return 0.0
     return raw / (1.0 + raw) if raw >= 0 else 0.0
+
+
+def _series_detector(name: str, series: NabSeries) -> CadDetector | ProbationRangeCad:
+    probation = probationary_length(len(series.values))
+    if name == "cad":
+        values = series.values
+        return CadDetector(CadConfig.for_nab(values.min(), values.max(), probation))
+    return ProbationRangeCad(probation, nab_rest_period(probation))
+
+
+def _round_trip(det: CadDetector | ProbationRangeCad) -> CadDetector | ProbationRangeCad:
+    """The detector rebuilt from its pickled snapshot, as the operator would per point."""
+    state = pickle.loads(pickle.dumps(det.snapshot()))
+    if isinstance(det, CadDetector):
+        return CadDetector.from_snapshot(state, det.config)
+    return ProbationRangeCad.from_snapshot(state, det.probation, det.rest_period)
+
+
+def _run_series_detector(run: DetectorRun, data: Mapping[str, NabSeries]) -> DetectorRun:
+    for key, s in data.items():
+        det = _series_detector(run.name, s)
+        out = np.zeros(len(s.values))
+        for i, v in enumerate(s.values.tolist()):
+            t0 = time.perf_counter()
+            if i % _ROUND_TRIP_EVERY == 0:
+                det = _round_trip(det)
+                out[i] = det.update(v)
+                run.operator_ms.append((time.perf_counter() - t0) * 1000)
+            else:
+                out[i] = det.update(v)
+                run.step_ms.append((time.perf_counter() - t0) * 1000)
+        run.state_bytes = max(run.state_bytes or 0, len(pickle.dumps(det.snapshot())))
+        run.scores[key] = out
+        run.native[key] = out.copy()
+    return run
 
 
 def run_detector(
@@ -202,6 +251,8 @@ def run_detector(
             run.scores[key] = out
             run.native[key] = native
         return run
+    if name in SERIES_DETECTORS:
+        return _run_series_detector(run, data)
     factory = _BASELINES.get(name) or _GATED[name]
     gate = ScorerConfig().peak_window if name in _GATED else 0
     for key, s in data.items():
@@ -441,9 +492,9 @@ def _operator_scorer(spec: str | None) -> ScorerConfig | None:
 
 def _handle(args: argparse.Namespace) -> int:
     detectors = [d.strip() for d in args.detectors.split(",") if d.strip()]
-    unknown = [d for d in detectors if d not in (*DETECTORS, *CONTROLS)]
+    unknown = [d for d in detectors if d not in (*DETECTORS, *SERIES_DETECTORS, *CONTROLS)]
     if unknown:
-        names = ", ".join((*DETECTORS, *CONTROLS))
+        names = ", ".join((*DETECTORS, *SERIES_DETECTORS, *CONTROLS))
         print(f"unknown detector(s) {unknown}; choose from {names}", file=sys.stderr)
         return 2
     data = Path(args.data) if args.data else default_data_dir()
@@ -496,7 +547,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--detectors",
         default=",".join(DETECTORS),
-        help=f"comma-separated subset of: {', '.join((*DETECTORS, *CONTROLS))}",
+        help=f"comma-separated subset of: {', '.join((*DETECTORS, *SERIES_DETECTORS, *CONTROLS))}",
     )
     parser.add_argument(
         "--models",

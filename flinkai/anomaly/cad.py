@@ -1,0 +1,417 @@
+"""Contextual Anomaly Detector, open-source edition (CAD OSE), as a streaming detector.
+
+Written from the published description of Mikhail Smirnov's CAD OSE (the detector
+``contextOSE`` of the Numenta Anomaly Benchmark, standard score 69.9 there). Per
+point:
+
+1. **Discretise.** The value becomes a level ``floor((x - value_min) / step)`` with
+   ``step = (value_max - value_min) / (2**value_bits - 1)``, so ``value_min`` is
+   level 0 and ``value_max`` the top level (a flat range uses ``step = 1``).
+2. **Encode.** Each bit position ``i`` of the level gives one *sensor fact*
+   ``2 i + bit``: a level always has ``value_bits`` facts. A level above the range
+   has more bit positions (so new facts); a level below it gets the facts of its
+   magnitude plus :data:`BELOW_RANGE_FACT`. In NAB the range is the file's own
+   min/max, so neither happens there.
+3. **Contexts.** A context pairs a *left semi-context* (a set of facts of the
+   previous step: its sensor facts and its active "neurons") with a *right
+   semi-context* (a set of facts of this step). Each step stores the *zero-level*
+   context (all previous facts, all current facts); it is *new* when it was never
+   seen.
+4. **Activation.** A context is *selected* when its left facts are all in the
+   previous step's facts, and *active* when its right facts are also all in the
+   current ones; an active context's count goes up. The ``max_active_neurons`` most
+   counted active contexts become neuron facts of the next step's left side.
+5. **Growth.** Only on a new zero-level context: a selected-or-touched context that
+   is zero-level and partly matched on both sides proposes the matched part as a new
+   context (left part at most ``max_left_semi_context`` facts).
+6. **Score.** ``(1 - active / selected + added / proposed) / 2``: the share of
+   expected continuations that did not happen, plus the share of proposals that were
+   really new (only when the zero-level context was new).
+7. **Rest.** A score is reported only if no raw score of the last ``rest_period``
+   steps reached ``base_threshold`` (the first ``rest_period`` steps report 0); in
+   NAB ``rest_period`` is a fifth of the file's probationary period.
+
+Ties among active contexts of equal count are broken by age (newer first); the
+published version breaks them by hash order, so scores differ from NAB's result
+files in detail (on ``art_daily_jumpsup`` 74% of the scores are equal, correlation
+0.998). The state is plain data (:meth:`CadDetector.snapshot`) and grows
+with every new context, so its size is bounded only by what the series holds.
+
+:class:`ProbationRangeCad` is the causal variant: NAB hands the detector the min and
+max of the whole file (future values included); this one learns them from the first
+``probation`` values only, then replays those values through the detector.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flinkai.anomaly.errors import DetectorInputError
+
+__all__ = [
+    "BASE_THRESHOLD",
+    "BELOW_RANGE_FACT",
+    "MAX_ACTIVE_NEURONS",
+    "MAX_LEFT_SEMI_CONTEXT",
+    "NEURON_FACT_BASE",
+    "VALUE_BITS",
+    "CadConfig",
+    "CadDetector",
+    "ProbationRangeCad",
+    "encode_level",
+    "nab_rest_period",
+]
+
+#: Bits of the discretised value: 2**3 = 8 levels (CAD OSE's ``numNormValueBits``).
+VALUE_BITS = 3
+#: A raw score at or above this starts a rest period (``baseThreshold``).
+BASE_THRESHOLD = 0.75
+#: Longest left part of a proposed context, in facts (``maxLeftSemiContextsLenght``).
+MAX_LEFT_SEMI_CONTEXT = 7
+#: Active contexts carried to the next step as neuron facts (``maxActiveNeuronsNum``).
+MAX_ACTIVE_NEURONS = 15
+#: Neuron facts are this plus the context id, apart from every sensor fact.
+NEURON_FACT_BASE = 2**31
+#: The extra sensor fact of a level below the range (never used with NAB's range).
+BELOW_RANGE_FACT = -1
+#: Levels are clamped to this many bits, so an extreme value cannot make thousands of facts.
+_MAX_LEVEL_BITS = 62
+_SNAPSHOT_VERSION = 1
+
+Facts = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CadConfig:
+    """CAD OSE's settings; the defaults are the published constants.
+
+    Attributes:
+        value_min: Value of level 0.
+        value_max: Value of the top level.
+        value_bits: Bits of the level (levels ``0 .. 2**value_bits - 1`` in range).
+        base_threshold: Raw score that starts a rest period.
+        rest_period: Steps after such a score that report 0 (NAB: probation / 5).
+        max_left_semi_context: Longest left part of a proposed context.
+        max_active_neurons: Active contexts carried forward as facts.
+        first_context_needs_novelty: Context 0 (the first one stored) is considered
+            only on steps that store a new zero-level context. The published
+            implementation behaves so (its "nothing new" marker compares equal to id
+            0) and its NAB results depend on it; ``False`` treats context 0 like any.
+    """
+
+    value_min: float
+    value_max: float
+    value_bits: int = VALUE_BITS
+    base_threshold: float = BASE_THRESHOLD
+    rest_period: int = 30
+    max_left_semi_context: int = MAX_LEFT_SEMI_CONTEXT
+    max_active_neurons: int = MAX_ACTIVE_NEURONS
+    first_context_needs_novelty: bool = True
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.value_min) and math.isfinite(self.value_max)):
+            raise DetectorInputError(
+                f"value range must be finite, got [{self.value_min}, {self.value_max}]"
+            )
+        if self.value_max < self.value_min:
+            raise DetectorInputError(f"value_max {self.value_max} < value_min {self.value_min}")
+        for name in ("value_bits", "rest_period", "max_left_semi_context", "max_active_neurons"):
+            if int(getattr(self, name)) < 1:
+                raise DetectorInputError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+    @classmethod
+    def for_nab(cls, value_min: float, value_max: float, probation: int) -> CadConfig:
+        """NAB's setting: the given range, rest period ``int(probation / 5)`` (at least 1)."""
+        return cls(float(value_min), float(value_max), rest_period=nab_rest_period(probation))
+
+    @property
+    def step(self) -> float:
+        """Width of one level (``1`` for a flat range, as published)."""
+        span = self.value_max - self.value_min
+        top = 2**self.value_bits - 1
+        return (span if span > 0 else float(top)) / top
+
+
+def nab_rest_period(probation: int) -> int:
+    """NAB's rest period for CAD OSE: a fifth of the probationary period, at least 1."""
+    return max(1, int(probation / 5))
+
+
+def encode_level(level: int, value_bits: int) -> Facts:
+    """Sensor facts of a level: ``2 i + bit`` per bit position, sorted."""
+    magnitude = min(abs(level), 2**_MAX_LEVEL_BITS - 1)
+    width = max(value_bits, magnitude.bit_length())
+    facts = [2 * i + ((magnitude >> i) & 1) for i in range(width)]
+    if level < 0:
+        facts.insert(0, BELOW_RANGE_FACT)
+    return tuple(facts)
+
+
+def _check_value(x: float) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError) as e:
+        raise DetectorInputError(f"value must be a number, got {x!r}") from e
+    if not math.isfinite(v):
+        raise DetectorInputError(f"value must be finite, got {v}")
+    return v
+
+
+class CadDetector:
+    """CAD OSE over one series: :meth:`update` scores a value and learns it."""
+
+    def __init__(self, config: CadConfig) -> None:
+        self.config = config
+        self._step = config.step
+        # Semi-contexts: facts, and fact -> ids holding it.
+        self._left_facts: list[Facts] = []
+        self._left_ids: dict[Facts, int] = {}
+        self._left_index: dict[int, list[int]] = {}
+        self._left_contexts: list[dict[int, int]] = []  # right id -> context id
+        self._right_facts: list[Facts] = []
+        self._right_ids: dict[Facts, int] = {}
+        self._right_index: dict[int, list[int]] = {}
+        # Contexts, by id: activation count and whether stored as a zero-level one.
+        self._count: list[int] = []
+        self._zero: list[bool] = []
+        self._prev_facts: Facts = ()
+        self._left_limit = 0  # left semi-contexts that existed when _prev_facts was set
+        self._since_high = 1  # steps since the last raw score >= base_threshold
+        self.steps = 0
+        self.last_raw = math.nan
+
+    # -- memory ---------------------------------------------------------------------------
+
+    def _semi(self, facts: Facts, left: bool) -> int:
+        ids = self._left_ids if left else self._right_ids
+        sid = ids.get(facts)
+        if sid is None:
+            store = self._left_facts if left else self._right_facts
+            index = self._left_index if left else self._right_index
+            sid = len(store)
+            ids[facts] = sid
+            store.append(facts)
+            for f in facts:
+                index.setdefault(f, []).append(sid)
+            if left:
+                self._left_contexts.append({})
+        return sid
+
+    def _store(self, left: Facts, right: Facts, zero_level: bool) -> tuple[int, bool]:
+        """Context id of ``(left, right)``, created if new; True when created."""
+        lid, rid = self._semi(left, True), self._semi(right, False)
+        cid = self._left_contexts[lid].get(rid)
+        if cid is None:
+            cid = len(self._count)
+            self._left_contexts[lid][rid] = cid
+            self._count.append(0)
+            self._zero.append(zero_level)
+            return cid, True
+        if zero_level:
+            self._zero[cid] = True
+        return cid, False
+
+    @staticmethod
+    def _cross(
+        facts: Facts, index: Mapping[int, Sequence[int]], limit: int | None = None
+    ) -> dict[int, list[int]]:
+        """Semi-context id -> the given facts it holds (in ``facts`` order)."""
+        out: dict[int, list[int]] = {}
+        for f in facts:
+            for sid in index.get(f, ()):
+                if limit is None or sid < limit:
+                    out.setdefault(sid, []).append(f)
+        return out
+
+    # -- one step -------------------------------------------------------------------------
+
+    def facts_of(self, x: float) -> Facts:
+        """Sensor facts of a value."""
+        level = math.floor((x - self.config.value_min) / self._step)
+        return encode_level(level, self.config.value_bits)
+
+    def _raw(self, facts: Facts) -> float:
+        cfg = self.config
+        new_id: int | None = None
+        proposed: set[tuple[Facts, Facts]] = set()
+        if self._prev_facts:
+            proposed.add((self._prev_facts, facts))
+            cid, created = self._store(self._prev_facts, facts, zero_level=True)
+            new_id = cid if created else None
+        is_new = new_id is not None
+        skip = new_id if is_new else (0 if cfg.first_context_needs_novelty else None)
+        right = self._cross(facts, self._right_index)
+        left = self._cross(self._prev_facts, self._left_index, self._left_limit)
+        selected = 0
+        active: list[int] = []
+        proposals: list[tuple[Facts, Facts]] = []
+        for lid in sorted(left):
+            matched = left[lid]
+            full = len(matched) == len(self._left_facts[lid])
+            if not (full or is_new):
+                continue  # only proposals need partial left matches, and only when new
+            short = len(matched) <= cfg.max_left_semi_context
+            for rid, cid in self._left_contexts[lid].items():
+                if cid == skip:
+                    continue
+                r_matched = right.get(rid)
+                if full:
+                    selected += 1
+                if not r_matched:
+                    continue
+                if full and len(r_matched) == len(self._right_facts[rid]):
+                    self._count[cid] += 1
+                    active.append(cid)
+                elif is_new and self._zero[cid] and short:
+                    proposals.append((tuple(matched), tuple(r_matched)))
+        share_active = len(active) / selected if selected else 0.0
+        top = sorted(active, key=lambda c: (self._count[c], c))[-cfg.max_active_neurons :]
+        self._prev_facts = tuple(sorted({*facts, *(NEURON_FACT_BASE + c for c in top)}))
+        added = sum(self._store(lf, rf, zero_level=False)[1] for lf, rf in proposals)
+        self._left_limit = len(self._left_facts)
+        proposed.update(proposals)
+        share_added = (added + 1) / len(proposed) if is_new else 0.0
+        return (1.0 - share_active + share_added) / 2.0
+
+    def update(self, x: float) -> float:
+        """Score ``x`` against the contexts learnt so far, then learn it.
+
+        Returns:
+            The anomaly score in [0, 1] (0 inside a rest period).
+
+        Raises:
+            DetectorInputError: ``x`` is not a finite number (the state is unchanged).
+        """
+        raw = self._raw(self.facts_of(_check_value(x)))
+        cfg = self.config
+        score = raw if self._since_high > cfg.rest_period else 0.0
+        self._since_high = 1 if raw >= cfg.base_threshold else self._since_high + 1
+        self.steps += 1
+        self.last_raw = raw
+        return score
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def context_count(self) -> int:
+        """Contexts stored so far."""
+        return len(self._count)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Plain-data state (lists of ints); the config is not included."""
+        contexts: list[int] = [0] * (4 * len(self._count))
+        for lid, table in enumerate(self._left_contexts):
+            for rid, cid in table.items():
+                contexts[4 * cid : 4 * cid + 4] = [lid, rid, self._count[cid], int(self._zero[cid])]
+        return {
+            "version": _SNAPSHOT_VERSION,
+            "left": [list(f) for f in self._left_facts],
+            "right": [list(f) for f in self._right_facts],
+            "contexts": contexts,
+            "prev_facts": list(self._prev_facts),
+            "left_limit": self._left_limit,
+            "since_high": self._since_high,
+            "steps": self.steps,
+        }
+
+    @classmethod
+    def from_snapshot(cls, state: Mapping[str, Any], config: CadConfig) -> CadDetector:
+        """Rebuild a detector from :meth:`snapshot` output and the current config.
+
+        Raises:
+            DetectorInputError: The snapshot is of another version or malformed.
+        """
+        if state.get("version") != _SNAPSHOT_VERSION:
+            raise DetectorInputError(f"CAD snapshot version {state.get('version')!r} unsupported")
+        det = cls(config)
+        try:
+            for facts in state["left"]:
+                det._semi(tuple(int(f) for f in facts), True)
+            for facts in state["right"]:
+                det._semi(tuple(int(f) for f in facts), False)
+            flat = [int(v) for v in state["contexts"]]
+            if len(flat) % 4:
+                raise ValueError("contexts must hold 4 ints each")
+            for cid in range(len(flat) // 4):
+                lid, rid, count, zero = flat[4 * cid : 4 * cid + 4]
+                det._left_contexts[lid][rid] = cid  # contexts were added in id order
+                det._count.append(count)
+                det._zero.append(bool(zero))
+            det._prev_facts = tuple(int(f) for f in state["prev_facts"])
+            det._left_limit = int(state["left_limit"])
+            det._since_high = int(state["since_high"])
+            det.steps = int(state["steps"])
+        except (KeyError, IndexError, TypeError, ValueError) as e:
+            raise DetectorInputError(f"malformed CAD snapshot: {e}") from e
+        return det
+
+
+class ProbationRangeCad:
+    """CAD OSE with the range learnt from the first ``probation`` values only.
+
+    Those values score 0 and are kept; at the last of them the range is their
+    min/max, and the detector is built and fed them in order (their scores are
+    discarded). Every later value goes straight through :meth:`CadDetector.update`.
+
+    Args:
+        probation: Values that fix the range (NAB: the file's probationary period).
+        rest_period: :attr:`CadConfig.rest_period`.
+    """
+
+    def __init__(self, probation: int, rest_period: int) -> None:
+        if probation < 1:
+            raise DetectorInputError(f"probation must be >= 1, got {probation}")
+        self.probation = probation
+        self.rest_period = rest_period
+        self._buffer: list[float] = []
+        self.detector: CadDetector | None = None
+
+    def update(self, x: float) -> float:
+        """Score and learn ``x`` (0 while the range is being learnt).
+
+        Raises:
+            DetectorInputError: ``x`` is not a finite number (the state is unchanged).
+        """
+        v = _check_value(x)
+        if self.detector is not None:
+            return self.detector.update(v)
+        self._buffer.append(v)
+        if len(self._buffer) >= self.probation:
+            cfg = CadConfig(min(self._buffer), max(self._buffer), rest_period=self.rest_period)
+            self.detector = CadDetector(cfg)
+            for b in self._buffer:
+                self.detector.update(b)
+            self._buffer = []
+        return 0.0
+
+    def snapshot(self) -> dict[str, Any]:
+        """Plain data: the buffered values, or the range and the detector's state."""
+        if self.detector is None:
+            return {"buffer": list(self._buffer)}
+        cfg = self.detector.config
+        return {"range": [cfg.value_min, cfg.value_max], "cad": self.detector.snapshot()}
+
+    @classmethod
+    def from_snapshot(
+        cls, state: Mapping[str, Any], probation: int, rest_period: int
+    ) -> ProbationRangeCad:
+        """Rebuild from :meth:`snapshot` output.
+
+        Raises:
+            DetectorInputError: The snapshot is malformed.
+        """
+        det = cls(probation, rest_period)
+        if "buffer" in state:
+            det._buffer = [_check_value(v) for v in state["buffer"]]
+            return det
+        try:
+            lo, hi = (float(v) for v in state["range"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise DetectorInputError(f"malformed CAD snapshot: {e}") from e
+        det.detector = CadDetector.from_snapshot(
+            state["cad"], CadConfig(lo, hi, rest_period=rest_period)
+        )
+        return det
