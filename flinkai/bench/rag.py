@@ -400,10 +400,12 @@ class _MicroBatchLeg:
         base.query_ms = self.probe.query_ms
         base.throughput_docs_s = seg.rate(done)
         runs = state.runs
+        docs, busy = sum(r.documents for r in runs), sum(r.ended - r.began for r in runs)
         base.notes.append(
-            f"{len(runs)} runs, {sum(r.documents for r in runs)} documents embedded, "
+            f"{len(runs)} runs, {docs} documents embedded, "
             f"{sum(r.missed_ticks for r in runs)} ticks missed (a run overran), "
-            f"longest run {max((r.ended - r.began for r in runs), default=0.0):.2f} s"
+            f"longest run {max((r.ended - r.began for r in runs), default=0.0):.2f} s, "
+            f"{docs / busy if busy else 0.0:.1f} documents/s while a run was busy"
         )
         if state.invalid or state.errors:
             base.notes.append(f"{state.invalid} invalid records; errors: {state.errors[:3]}")
@@ -744,9 +746,10 @@ def _table(result: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("peak RSS (MB):")
-    for row in result["phases"]:
+    for row in result["phases"]:  # the pairs run inside the stream phase: no RSS of their own
         shown = ", ".join(f"{k} {v:.0f}" for k, v in sorted(row["peak_rss_mb"].items()))
-        lines.append(f"  {row['index']}: {shown}")
+        if shown:
+            lines.append(f"  {row['index']}: {shown}")
     for name, ratio in result["baseline_over_stream_freshness_p99"].items():
         shown = f"{ratio:.1f}x" if ratio else "n/a"
         lines.append(f"freshness p99, baseline {name} / stream (same documents): {shown}")
