@@ -99,8 +99,9 @@ class Phase:
     either saturated at every sample or at none.
 
     ``rate`` is committed input records per second over the stretch (offsets move
-    on checkpoints, so short stretches say little); ``saturated`` means the source
-    had records waiting at every sample, so the rate is what the job can do.
+    on checkpoints, so short stretches say little); ``saturated`` means input was
+    outstanding (sent, not yet committed) at every sample, so the rate is what the job
+    did with work waiting (up to one checkpoint interval of idle time at the end).
     """
 
     parallelism: int
@@ -119,7 +120,7 @@ class TimelineFigures:
     load_stopped_t: float | None
     under_target_t: float | None
     cross_to_under_s: float | None
-    drain_after_load_s: float | None
+    under_before_load_stopped: bool | None
     rate_before: float | None
     rate_after: float | None
     parallelism_seen: list[int]
@@ -166,6 +167,11 @@ def phases(samples: Sequence[Sample], min_s: float = 0.0) -> list[Phase]:
     out: list[Phase] = []
     run: list[Sample] = []
 
+    def busy(s: Sample) -> bool:
+        # Input outstanding: not all of it committed yet. (pendingRecords reads 0 while
+        # the consumer's prefetch still holds records, so it cannot say idle.)
+        return s.committed is not None and s.committed < s.produced
+
     def close() -> None:
         if not run:
             return
@@ -176,11 +182,8 @@ def phases(samples: Sequence[Sample], min_s: float = 0.0) -> list[Phase]:
         if span >= min_s and len(counted) >= 2 and counted[-1].t > counted[0].t:
             c0, c1 = counted[0], counted[-1]
             rate = (c1.committed - c0.committed) / (c1.t - c0.t)  # type: ignore[operator]
-        saturated = all(s.pending is not None and s.pending > 0 for s in run)
+        saturated = all(busy(s) for s in run)
         out.append(Phase(first.parallelism or 0, first.t, last.t, rate, saturated))
-
-    def busy(s: Sample) -> bool:
-        return s.pending is not None and s.pending > 0
 
     for s in samples:
         if s.running and s.parallelism is not None:
@@ -248,10 +251,12 @@ def reduce_timeline(
     ups = [f for f in figures if f.kind == "up"]
     first_cross = ups[0].crossed_t if ups else None
     under_t = None
-    if first_cross is not None:
-        after = max(first_cross, load_stopped_t or first_cross)
+    top_running = [f.running_t for f in ups if f.running_t is not None]
+    if first_cross is not None and top_running and len(top_running) == len(ups):
+        # Back under target: the first sample, once the last scale-up runs, whose
+        # per-replica signal is at or below the target.
         for s in samples:
-            if s.t >= after and s.signal is not None and s.signal / s.replicas <= target:
+            if s.t >= max(top_running) and s.signal is not None and s.signal / s.replicas <= target:
                 under_t = s.t
                 break
     spans = phases(samples, min_phase_s)
@@ -271,8 +276,10 @@ def reduce_timeline(
         cross_to_under_s=(
             under_t - first_cross if under_t is not None and first_cross is not None else None
         ),
-        drain_after_load_s=(
-            under_t - load_stopped_t if under_t is not None and load_stopped_t is not None else None
+        under_before_load_stopped=(
+            under_t <= load_stopped_t
+            if under_t is not None and load_stopped_t is not None
+            else None
         ),
         rate_before=before[0] if before else None,
         rate_after=after_rates[-1] if after_rates and top != slots else None,

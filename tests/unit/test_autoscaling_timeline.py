@@ -95,7 +95,8 @@ def _sample(
     committed: int,
 ) -> Sample:
     signal = None if pending is None else pending / 32
-    return Sample(t, replicas, replicas, p, running, pending, signal, proposal, committed, 0)
+    produced = committed + int(pending or 0)  # outstanding input = what the source has
+    return Sample(t, replicas, replicas, p, running, pending, signal, proposal, committed, produced)
 
 
 def timeline() -> tuple[list[Sample], list[ScaleEvent]]:
@@ -128,7 +129,8 @@ def test_reduce_timeline_times_each_rescale() -> None:
     assert (up2.crossed_t, up2.running_t, up2.parallelism_after) == (30, 45, 3)
     assert down.kind == "down" and (down.crossed_t, down.running_t) == (65, 90)
     assert f.parallelism_seen == [1, 2, 3, 2]
-    assert f.under_target_t == 65 and f.drain_after_load_s == 5 and f.cross_to_under_s == 55
+    assert f.under_target_t == 65 and f.cross_to_under_s == 55
+    assert f.under_before_load_stopped is False
     assert f.rate_before == pytest.approx((1300 - 500) / 10)  # saturated from t=10 at p=1
     assert f.rate_after == pytest.approx((4300 - 2300) / 15)
 
