@@ -344,12 +344,13 @@ def _handle(args: argparse.Namespace) -> int:
     if args.prompts:
         profile = replace(profile, prompts=args.prompts)
     config = load_config(getattr(args, "config", None))
-    decoder = None if args.store_only else load_prompt_model(config).decoder
+    decoder = None if args.store_only or args.raw_ceiling else load_prompt_model(config).decoder
     started = time.time()
     loadavg_start = os.getloadavg()
     rows: list[dict[str, Any]] = []
     gran: dict[str, Any] = {}
     cold: dict[str, Any] = {}
+    raw: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="flinkai-bench-kv-") as work:
         broker = None if args.bootstrap else LocalKafka(Path(work) / "kafka", port=free_port())
         if broker is not None:
@@ -357,7 +358,11 @@ def _handle(args: argparse.Namespace) -> int:
         try:
             bootstrap = args.bootstrap or (broker.bootstrap if broker else None)
             assert bootstrap is not None
-            if decoder is not None and args.cold_worker:
+            if args.raw_ceiling:
+                from flinkai.bench.kvcache_raw import measure_raw_ceiling
+
+                raw = measure_raw_ceiling(bootstrap, runs=args.raw_runs)
+            elif decoder is not None and args.cold_worker:
                 cold = _cold_worker_run(decoder, bootstrap, args, config.llm.block_tokens)
             elif decoder is not None:
                 rows = run_kvcache_bench(
@@ -370,7 +375,7 @@ def _handle(args: argparse.Namespace) -> int:
                 gran = granularity(decoder, bootstrap, 1024, config.llm.block_tokens)
             throughput = (
                 []
-                if args.cold_worker
+                if args.cold_worker or args.raw_ceiling
                 else _store_throughput(bootstrap, profile, config.llm.block_tokens)
             )
         finally:
@@ -397,9 +402,19 @@ def _handle(args: argparse.Namespace) -> int:
         "granularity": gran,
         "store_throughput": throughput,
         "cold_worker": cold,
+        "raw_ceiling": raw,
     }
     if cold:
         _print_cold(cold)
+    if raw:
+        m = raw["median"]
+        print(
+            f"{raw['tokens']}-token prefix ({raw['bytes'] / 1e6:.0f} MB, median of "
+            f"{len(raw['runs'])}): store put {m['store_put_mb_s']:.0f} MB/s vs raw produce "
+            f"{m['raw_produce_mb_s']:.0f} MB/s (x{raw['put_ratio']:.2f}); store restore "
+            f"{m['store_restore_mb_s']:.0f} MB/s vs raw fetch {m['raw_fetch_mb_s']:.0f} MB/s "
+            f"(x{raw['restore_ratio']:.2f})"
+        )
     if rows:
         print(_table(rows))
         print(json.dumps({"granularity": gran}, indent=1))
@@ -474,6 +489,13 @@ def register(subparsers: Any) -> None:
         "--cold-lengths", default="512,1024", help="with --cold-worker: prompt lengths"
     )
     parser.add_argument("--cold-share", type=float, default=0.9, help="with --cold-worker")
+    parser.add_argument(
+        "--raw-ceiling",
+        action="store_true",
+        help="only the 1,024-token put_many / cold restore against a raw confluent-kafka "
+        "producer and consumer on the same bytes (the machine's Kafka ceiling)",
+    )
+    parser.add_argument("--raw-runs", type=int, default=3, help="with --raw-ceiling")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.set_defaults(handler=_handle)
 

@@ -1,0 +1,192 @@
+"""The Kafka store's restore and put against raw librdkafka on the same bytes.
+
+One 1,024-token prefix (30 layers x ``[2, 3, tokens, 64]`` fp32, 47 MB) is written
+by ``put_many`` and read back cold by ``get_many`` in a new store; in the same run a
+raw ``confluent-kafka`` producer writes the same chunks (same record sizes, same
+``acks``/idempotence/transaction settings) and a raw consumer reads the store's
+chunks back (no decode, no checksum: values into a list). The ratios say how much of
+the machine's Kafka ceiling the store reaches; samples are interleaved.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import uuid
+from dataclasses import replace
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from flinkai.kafka.admin import create_topics
+from flinkai.state.base import SnapshotKey, prefix_hash
+from flinkai.state.bench import kv_like
+from flinkai.state.codec import CodecConfig, encode
+from flinkai.state.kafka import KafkaSnapshotStore, KafkaStoreConfig, record_key
+
+__all__ = ["measure_raw_ceiling"]
+
+_MB = 1e6
+
+
+def _producer_config(c: KafkaStoreConfig) -> dict[str, Any]:
+    """The store writer's producer settings (:meth:`KafkaSnapshotStore._writer`)."""
+    return {
+        "bootstrap.servers": c.bootstrap,
+        "transactional.id": f"flinkai-raw-{uuid.uuid4().hex}",
+        "enable.idempotence": True,
+        "acks": "all",
+        "message.max.bytes": max(c.max_record_bytes, 1_000_000),
+        "batch.size": c.max_record_bytes,
+        "linger.ms": 2,
+        "compression.type": "none",
+    }
+
+
+def _raw_produce(c: KafkaStoreConfig, topic: str, records: list[tuple[bytes, bytes]]) -> float:
+    """Seconds to write ``records`` in one transaction (begin to commit)."""
+    producer = Producer(_producer_config(c))
+    producer.init_transactions(30)
+    began = time.perf_counter()
+    producer.begin_transaction()
+    for key, value in records:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    producer.flush(30)
+    producer.commit_transaction(30)
+    return time.perf_counter() - began
+
+
+def _raw_fetch(c: KafkaStoreConfig, count: int) -> tuple[float, int]:
+    """Seconds to read the first ``count`` records of the store's data topic, and bytes."""
+    fetch = max(c.fetch_max_bytes, c.max_record_bytes)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": c.bootstrap,
+            "group.id": f"flinkai-raw-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "fetch.max.bytes": fetch,
+            "max.partition.fetch.bytes": fetch,
+            "receive.message.max.bytes": fetch + 1024 * 1024,
+            "fetch.wait.max.ms": 10,
+            "queued.max.messages.kbytes": max(65536, 2 * fetch // 1024),
+        }
+    )
+    try:
+        # Connected first (metadata), as the store's fetcher is before a restore.
+        consumer.list_topics(c.topic, timeout=30)
+        values: list[bytes] = []
+        began = time.perf_counter()
+        consumer.assign([TopicPartition(c.topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        while len(values) < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"raw fetch got {len(values)} of {count} records")
+            for m in consumer.consume(4096, 0.05):
+                error = m.error()
+                if error is not None:
+                    if error.code() != KafkaError._PARTITION_EOF:
+                        raise KafkaException(error)
+                    continue
+                value = m.value()
+                if value is not None:
+                    values.append(value)
+        seconds = time.perf_counter() - began
+        return seconds, sum(len(v) for v in values[:count])
+    finally:
+        consumer.close()
+
+
+def measure_raw_ceiling(
+    bootstrap: str, *, tokens: int = 1024, layers: int = 30, runs: int = 3
+) -> dict[str, Any]:
+    """Store ``put_many``/cold ``get_many`` vs raw produce/fetch of the same chunks.
+
+    Each run uses fresh topics. The store uses codec ``none`` (the fastest store
+    path; its payload is the tensor bytes plus nothing), sha256 checksums as default.
+    """
+    shape = (2, 3, tokens, 64)
+    nbytes = 2 * 3 * tokens * 64 * 4
+    tensors = [kv_like(nbytes, "float32", "smooth", seed=i).reshape(shape) for i in range(layers)]
+    samples: list[dict[str, float]] = []
+    codec = CodecConfig(codec="none")
+    for run in range(runs):
+        config = KafkaStoreConfig(
+            bootstrap=bootstrap, topic=f"bench-kv-raw-{uuid.uuid4().hex[:8]}", codec=codec
+        )
+        size = config.chunk_bytes
+        block = prefix_hash([run, *uuid.uuid4().bytes])
+        keys = [SnapshotKey("bench", layer, block) for layer in range(layers)]
+        with KafkaSnapshotStore(config) as writer:
+            began = time.perf_counter()
+            versions = writer.put_many(list(zip(keys, tensors, strict=True)), model_version="b")
+            put_s = time.perf_counter() - began
+        # The same chunk bytes and keys the store wrote.
+        records: list[tuple[bytes, bytes]] = []
+        for key, tensor, version in zip(keys, tensors, versions, strict=True):
+            _, payload = encode(tensor, codec, version=version, model_version="b")
+            chunks = [payload[i : i + size] for i in range(0, len(payload), size)]
+            records += [(record_key(key, version, i), c) for i, c in enumerate(chunks)]
+        raw_topic = f"bench-kv-rawp-{uuid.uuid4().hex[:8]}"
+        create_topics(
+            bootstrap,
+            [raw_topic],
+            configs={
+                "cleanup.policy": "compact",
+                "max.message.bytes": str(config.max_record_bytes),
+            },
+        )
+        raw_put_s = _raw_produce(config, raw_topic, records)
+        raw_get_s, raw_bytes = _raw_fetch(config, len(records))
+        with KafkaSnapshotStore(replace(config, create_topic=False)) as reader:
+            began = time.perf_counter()
+            got = reader.get_many(keys)
+            get_s = time.perf_counter() - began
+        if any(g is None for g in got):
+            raise RuntimeError("the store's cold get_many missed a snapshot")
+        if raw_bytes < nbytes * layers:
+            raise RuntimeError("raw fetch read fewer bytes than the store wrote")
+        mb = nbytes * layers / _MB
+        samples.append(
+            {
+                "store_put_mb_s": mb / put_s,
+                "raw_produce_mb_s": mb / raw_put_s,
+                "store_restore_mb_s": mb / get_s,
+                "raw_fetch_mb_s": mb / raw_get_s,
+            }
+        )
+
+    def med(name: str) -> float:
+        return statistics.median(s[name] for s in samples)
+
+    return {
+        "tokens": tokens,
+        "layers": layers,
+        "shape": list(shape),
+        "bytes": nbytes * layers,
+        "records": len(records),
+        "codec": "none",
+        "runs": samples,
+        "median": {
+            name: med(name)
+            for name in (
+                "store_put_mb_s",
+                "raw_produce_mb_s",
+                "store_restore_mb_s",
+                "raw_fetch_mb_s",
+            )
+        },
+        "put_ratio": statistics.median(
+            s["store_put_mb_s"] / s["raw_produce_mb_s"] for s in samples
+        ),
+        "restore_ratio": statistics.median(
+            s["store_restore_mb_s"] / s["raw_fetch_mb_s"] for s in samples
+        ),
+    }
