@@ -24,7 +24,7 @@ def test_backlog_scales_up_twice_and_down_once_exactly_once(
     lines: list[str] = []
     run = run_scaling(
         kafka_broker.bootstrap,
-        ScalingOptions(hold_s=5.0, timeout_s=420.0),
+        ScalingOptions(backlog=3000, hold_s=5.0, down_window_s=15.0, timeout_s=420.0),
         progress=lines.append,
     )
     timeline = "\n".join(lines[-40:])

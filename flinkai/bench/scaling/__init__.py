@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import signal
 import tempfile
 from collections.abc import Iterator
@@ -69,8 +70,12 @@ def _broker(bootstrap: str | None) -> Iterator[str]:
         return
     from flinkai.testing import session_broker
 
-    with session_broker(tempfile.mkdtemp(prefix="flinkai-scaling-kafka-")) as broker:
-        yield broker.bootstrap
+    data = tempfile.mkdtemp(prefix="flinkai-scaling-kafka-")
+    try:
+        with session_broker(data) as broker:
+            yield broker.bootstrap
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def run_bench(

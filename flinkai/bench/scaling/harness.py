@@ -27,6 +27,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import tempfile
 import time
 import uuid
@@ -272,9 +273,7 @@ def run_scaling(
     """
     from flinkai.autoscaling.chart import render
     from flinkai.config import load_config
-    from flinkai.kafka.admin import create_topics, produce, read_to_end_offsets
-    from flinkai.runtime.cluster import LocalFlinkCluster
-    from flinkai.testing import check_exactly_once, result_id
+    from flinkai.kafka.admin import create_topics, produce
 
     options = options or ScalingOptions()
     chart = render()
@@ -350,6 +349,35 @@ def run_scaling(
         produced += n
 
     work = Path(tempfile.mkdtemp(prefix="flinkai-scaling-"))
+    try:
+        done = _run_cluster(
+            bootstrap, work, args, conf, env, scaler, run, options, send, topics, group, progress
+        )
+    except BaseException:
+        log.warning("scaling run failed; cluster logs kept in %s", work)
+        raise
+    shutil.rmtree(work, ignore_errors=True)  # logs, checkpoints, Python worker files
+    return done
+
+
+def _run_cluster(
+    bootstrap: str,
+    work: Path,
+    args: list[str],
+    conf: dict[str, str],
+    env: dict[str, str],
+    scaler: TaskManagerScaler,
+    run: ScalingRun,
+    options: ScalingOptions,
+    send: Callable[[int], None],
+    topics: dict[str, str],
+    group: str,
+    progress: Callable[[str], None],
+) -> ScalingRun:
+    from flinkai.kafka.admin import read_to_end_offsets
+    from flinkai.runtime.cluster import LocalFlinkCluster
+    from flinkai.testing import check_exactly_once, result_id
+
     with (
         _env(env),
         LocalFlinkCluster(
