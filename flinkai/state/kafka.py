@@ -15,8 +15,10 @@ Layout (``docs/state-store.md`` has the full story):
   the log is the order of puts.
 
 Beside the data topic, ``<topic>-index`` (compacted too) holds one small record per
-snapshot version, written in the same transaction: the header fields and the chunk
-offsets. A store that opens reads that topic, not the values, then tails the data
+transaction, written in that transaction: for each snapshot version it put, the
+header fields and the chunk offsets (:func:`batch_value`); versions it pruned, as
+empty lines. Once no version it names is live, a writer tombstones it. Records of
+the older format (one per version, key ``key@version``) are still read. A store that opens reads that topic, not the values, then tails the data
 topic only past the last offset the index names (records no index names, e.g. of a
 writer that bypasses the store, are indexed from the data topic as before). Tensors
 are fetched by offset when asked for (librdkafka, :mod:`flinkai.state.rdkafka`),
@@ -70,9 +72,12 @@ from flinkai.state.errors import (
 from flinkai.state.rdkafka import Record, Tail, TxnProducer, rdkafka_security
 
 __all__ = [
+    "BATCH_KEY_PREFIX",
     "RECORD_OVERHEAD_BYTES",
     "KafkaSnapshotStore",
     "KafkaStoreConfig",
+    "batch_value",
+    "parse_batch_value",
     "parse_headers",
     "record_headers",
     "record_key",
@@ -90,6 +95,10 @@ _MAX_SCAN_GAP = 256
 _CONSUME_BATCH = 4096
 #: Version of the index record's JSON value.
 _INDEX_FORMAT = 1
+#: Version of a transaction's index record (:func:`batch_value`).
+_BATCH_FORMAT = 2
+#: Key prefix of a transaction's index record (no snapshot key starts with it).
+BATCH_KEY_PREFIX = b"~txn/"
 #: One record of a transaction: key, value (None: tombstone), headers, partition.
 _Record = tuple[bytes, bytes | None, list[tuple[str, bytes]], int]
 #: One record of the index topic: key, value (None: tombstone), partition.
@@ -300,6 +309,61 @@ def _parse_index_value(
     return meta, partition, offsets, (first, last)
 
 
+def batch_value(
+    spans: Mapping[int, tuple[int, int]], entries: Sequence[tuple[bytes, bytes | None]]
+) -> bytes:
+    """One transaction's ``<topic>-index`` record: its spans, then a line per version.
+
+    A line is ``key@version``, a tab and the :func:`index_value` of that version, or
+    nothing after the tab for a version the transaction tombstoned. One record per
+    put instead of one per snapshot: a store opening on thousands of snapshots
+    consumes a record per transaction and splits lines (C), parsing JSON only for the
+    keys it is asked for.
+    """
+    head = json.dumps(
+        {"format": _BATCH_FORMAT, "spans": {str(p): list(s) for p, s in spans.items()}},
+        separators=(",", ":"),
+    ).encode()
+    lines = [head]
+    for name, entry in entries:
+        if b"\t" in name or b"\n" in name:
+            raise ValueError(f"index key {name!r} holds a tab or newline")
+        lines.append(name + b"\t" + (entry or b""))
+    return b"\n".join(lines)
+
+
+def parse_batch_value(
+    raw: bytes,
+) -> tuple[dict[int, tuple[int, int]], list[tuple[str, str, bytes | None]]]:
+    """Read :func:`batch_value` back: spans, and ``(key text, version text, entry)`` lines.
+
+    Entries stay raw (parsed when their key is asked for); ``None`` is a tombstone.
+
+    Raises:
+        SnapshotCorruptError: Unknown format or a malformed head or line (``header``).
+    """
+    lines = raw.split(b"\n")
+    try:
+        head = json.loads(lines[0])
+        if head.get("format") != _BATCH_FORMAT:
+            raise ValueError(f"unknown index batch format {head.get('format')!r}")
+        spans: dict[int, tuple[int, int]] = {}
+        for p, (first, last) in head["spans"].items():
+            if int(p) < 0 or int(first) > int(last):
+                raise ValueError(f"bad span {p}: {first}..{last}")
+            spans[int(p)] = (int(first), int(last))
+        out: list[tuple[str, str, bytes | None]] = []
+        for line in lines[1:]:
+            name, tab, entry = line.partition(b"\t")
+            base, at, version_text = name.decode("utf-8").rpartition("@")
+            if not tab or not at or not base or not version_text:
+                raise ValueError(f"bad index batch line {line[:80]!r}")
+            out.append((base, version_text, entry or None))
+    except (KeyError, ValueError, TypeError, AttributeError, UnicodeDecodeError) as e:
+        raise SnapshotCorruptError("header", f"bad index batch record: {e!r}") from e
+    return spans, out
+
+
 def _span_tail(value: bytes) -> bytes:
     """The ``"partition":..,"span":[..]}`` end of an :func:`index_value`."""
     return value[value.rfind(b'"partition":') :]
@@ -387,6 +451,11 @@ class KafkaSnapshotStore(SnapshotStore):
         # Newest tombstoned version of keys not parsed yet (versions never repeat).
         self._raw_high: dict[str, Version] = {}
         self._last_span_tail = b""
+        # Transaction index records: which one names each live version (key text,
+        # version text), and how many live versions each still names; a writer
+        # tombstones a transaction's record once it names none, so compaction drops it.
+        self._batch_of: dict[tuple[str, str], bytes] = {}
+        self._batch_live: dict[bytes, int] = {}
         # Key text -> key, for keys already parsed.
         self._parsed: dict[str, SnapshotKey] = {}
         # Payloads fetched in one scan by get_many, consumed by _tensor.
@@ -504,24 +573,32 @@ class KafkaSnapshotStore(SnapshotStore):
                     records.extend(new)
                     yield from new
 
+            batch_key = BATCH_KEY_PREFIX + uuid.uuid4().hex.encode()
+
             def index_records(offsets: Sequence[int]) -> list[_IndexRecord]:
                 spans = _spans(records, offsets)
-                out: list[_IndexRecord] = []
+                entries: list[tuple[bytes, bytes | None]] = []
+                doomed: list[tuple[SnapshotKey, Version]] = []
                 for key, _, version, meta, n, partition, pruned, first in planned:
                     own = list(offsets[first : first + n])
                     span = spans.get(partition, (min(own), max(own)))
-                    out.append(
-                        (
-                            _index_key(key, version),
-                            index_value(meta, partition, own, span),
-                            partition,
-                        )
+                    entries.append(
+                        (_index_key(key, version), index_value(meta, partition, own, span))
                     )
-                    out += [(_index_key(key, v), None, partition) for v in pruned]
+                    entries += [(_index_key(key, v), None) for v in pruned]
+                    doomed += [(key, v) for v in pruned]
+                first_partition = planned[0][5] if planned else 0
+                out: list[_IndexRecord] = [
+                    (batch_key, batch_value(spans, entries), first_partition)
+                ]
+                out += [(b, None, first_partition) for b in self._emptied(doomed)]
                 return out
 
             offsets = self._transaction(encoded(), index_records)
             self._skip_own(records, offsets)
+            self._batch_live[batch_key] = len(planned)
+            for key, _, version, *_ in planned:
+                self._batch_of[(str(key), str(version))] = batch_key
             versions = []
             for key, tensor, version, meta, n, partition, pruned, first in planned:
                 entry = _Entry(meta, partition, n, dict(enumerate(offsets[first : first + n])))
@@ -600,13 +677,15 @@ class KafkaSnapshotStore(SnapshotStore):
             if not doomed:
                 return 0
             partition = _partition_of(key, len(self._partitions))
+            tombstones: list[_IndexRecord] = [(_index_key(key, v), None, partition) for v in doomed]
+            tombstones += [(b, None, partition) for b in self._emptied([(key, v) for v in doomed])]
             self._transaction(
                 [
                     (record_key(key, v, i), None, [], partition)
                     for v in doomed
                     for i in range(entries[v].chunks)
                 ],
-                lambda _: [(_index_key(key, v), None, partition) for v in doomed],
+                lambda _: tombstones,
             )
             for v in doomed:
                 self._forget(key, v)
@@ -773,6 +852,9 @@ class KafkaSnapshotStore(SnapshotStore):
             text = (record.key or b"").decode("utf-8")
         except UnicodeDecodeError:
             text = ""
+        if text.startswith(BATCH_KEY_PREFIX.decode()):
+            self._apply_batch(record.key, record.value, record.offset)
+            return
         base, sep, version_text = text.rpartition("@")
         if not sep:
             log.warning("skipping index record at offset %d: key %r", record.offset, text)
@@ -780,19 +862,7 @@ class KafkaSnapshotStore(SnapshotStore):
             return
         value = record.value
         if value is None:
-            self._raw.get(base, {}).pop(version_text, None)
-            try:
-                version = Version.parse(version_text)
-            except ValueError:
-                self.stats.rejected["header"] += 1
-                return
-            parsed = self._parsed.get(base)
-            if parsed is not None:
-                self._forget(parsed, version)
-                if version > self._high.get(parsed, Version(-1)):
-                    self._high[parsed] = version
-            elif version > self._raw_high.get(base, Version(-1)):
-                self._raw_high[base] = version
+            self._index_tombstone(base, version_text)
             return
         self._raw.setdefault(base, {})[version_text] = value
         tail = _span_tail(value)
@@ -804,6 +874,51 @@ class KafkaSnapshotStore(SnapshotStore):
             partition, first, last = span
             covered = self._covered.setdefault(partition, {})
             covered[first] = max(last, covered.get(first, last))
+
+    def _apply_batch(self, name: bytes, value: bytes | None, offset: int) -> None:
+        """Keep the lines of one transaction's index record raw; take its spans now."""
+        if value is None:
+            self._batch_live.pop(name, None)
+            return
+        try:
+            spans, lines = parse_batch_value(value)
+        except SnapshotCorruptError as e:
+            # Its snapshots are not served from the index (a data-tail read may still
+            # find them if they lie past the last span).
+            log.warning("skipping index record at offset %d (%r): %s", offset, name, e)
+            self.stats.rejected[e.reason] += 1
+            return
+        raw = self._raw
+        live = 0
+        for base, version_text, entry in lines:
+            if entry is None:
+                self._index_tombstone(base, version_text)
+                continue
+            raw.setdefault(base, {})[version_text] = entry
+            self._batch_of[(base, version_text)] = name
+            live += 1
+        if live:
+            self._batch_live[name] = live
+        for partition, (first, last) in spans.items():
+            covered = self._covered.setdefault(partition, {})
+            covered[first] = max(last, covered.get(first, last))
+
+    def _index_tombstone(self, base: str, version_text: str) -> None:
+        """A version tombstoned in the index topic (a record, or a transaction's line)."""
+        self._raw.get(base, {}).pop(version_text, None)
+        self._unname(base, version_text)
+        try:
+            version = Version.parse(version_text)
+        except ValueError:
+            self.stats.rejected["header"] += 1
+            return
+        parsed = self._parsed.get(base)
+        if parsed is not None:
+            self._forget(parsed, version)
+            if version > self._high.get(parsed, Version(-1)):
+                self._high[parsed] = version
+        elif version > self._raw_high.get(base, Version(-1)):
+            self._raw_high[base] = version
 
     def _materialize(self, key: SnapshotKey) -> None:
         """Parse the index-topic records of ``key`` kept raw so far into the index."""
@@ -872,7 +987,25 @@ class KafkaSnapshotStore(SnapshotStore):
             if contiguous and tail.seek(partition, own[-1] + 1):
                 self._sought[partition] = own[-1] + 1
 
+    def _emptied(self, doomed: Sequence[tuple[SnapshotKey, Version]]) -> list[bytes]:
+        """Transaction index records that name no live version once ``doomed`` are gone."""
+        gone: dict[bytes, int] = {}
+        for key, version in doomed:
+            batch = self._batch_of.get((str(key), str(version)))
+            if batch is not None:
+                gone[batch] = gone.get(batch, 0) + 1
+        return [b for b, n in gone.items() if n >= self._batch_live.get(b, 0) > 0]
+
+    def _unname(self, key_text: str, version_text: str) -> None:
+        """A version is gone: its transaction index record names one live version less."""
+        batch = self._batch_of.pop((key_text, version_text), None)
+        if batch is not None and batch in self._batch_live:
+            self._batch_live[batch] -= 1
+            if self._batch_live[batch] <= 0:
+                del self._batch_live[batch]
+
     def _forget(self, key: SnapshotKey, version: Version) -> None:
+        self._unname(str(key), str(version))
         self._pending.pop((key, version), None)
         self._cache.discard((key, version))
         versions = self._index.get(key)

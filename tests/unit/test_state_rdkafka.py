@@ -12,7 +12,7 @@ from flinkai.config import KafkaSecurityConfig
 from flinkai.state import CodecConfig, Version
 from flinkai.state.codec import decode, encode
 from flinkai.state.errors import SnapshotCorruptError
-from flinkai.state.kafka import _parse_index_value, index_value
+from flinkai.state.kafka import _parse_index_value, batch_value, index_value, parse_batch_value
 from flinkai.state.rdkafka import rdkafka_security
 
 TENSOR = np.random.default_rng(4).standard_normal((2, 3, 64, 64)).astype("float32")
@@ -79,3 +79,38 @@ def test_sasl_ssl_maps_to_librdkafka_keys(tmp_path: Path, monkeypatch: pytest.Mo
         "sasl.password": "s3cret",
         "ssl.ca.location": str(ca),
     }
+
+
+def test_a_transaction_index_record_round_trips_its_spans_and_lines() -> None:
+    meta, _ = encode(
+        np.zeros(4, np.float32), CodecConfig(), version=Version(5, 0), model_version="m"
+    )
+    entry = index_value(meta, 0, [7, 8], (7, 9))
+    raw = batch_value({0: (7, 9)}, [(b"a_0_ff@5.0", entry), (b"a_0_ff@3.1", None)])
+    spans, lines = parse_batch_value(raw)
+    assert spans == {0: (7, 9)}
+    assert lines == [("a_0_ff", "5.0", entry), ("a_0_ff", "3.1", None)]
+    # The entry is an ordinary per-version index value, parsed only when asked for.
+    assert _parse_index_value(Version(5, 0), entry)[2] == [7, 8]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"format":3,"spans":{}}\na@1.0\t{}',  # a format this code does not know
+        b'{"format":2,"spans":{"0":[9,3]}}',  # a span that ends before it starts
+        b'{"format":2}\na@1.0\t{}',  # no spans
+        b'{"format":2,"spans":{}}\nno-version\t{}',  # a line without key@version
+        b'{"format":2,"spans":{}}\na@1.0',  # a line without its tab
+        b"not json",
+    ],
+)
+def test_a_bad_transaction_index_record_is_corrupt(raw: bytes) -> None:
+    with pytest.raises(SnapshotCorruptError) as e:
+        parse_batch_value(raw)
+    assert e.value.reason == "header"
+
+
+def test_a_key_holding_a_newline_cannot_be_written_into_a_transaction_record() -> None:
+    with pytest.raises(ValueError, match="newline"):
+        batch_value({}, [(b"a\nb@1.0", b"{}")])
