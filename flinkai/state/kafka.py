@@ -28,6 +28,7 @@ verified, and kept in a byte-bounded LRU cache with a TTL.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import threading
@@ -81,6 +82,7 @@ __all__ = [
     "parse_headers",
     "record_headers",
     "record_key",
+    "split_version_line",
 ]
 
 log = logging.getLogger(__name__)
@@ -310,58 +312,94 @@ def _parse_index_value(
 
 
 def batch_value(
-    spans: Mapping[int, tuple[int, int]], entries: Sequence[tuple[bytes, bytes | None]]
+    spans: Mapping[int, tuple[int, int]],
+    entries: Sequence[tuple[bytes, bytes, bytes]],
+    pruned: Sequence[bytes] = (),
 ) -> bytes:
-    """One transaction's ``<topic>-index`` record: its spans, then a line per version.
+    """One transaction's ``<topic>-index`` record.
 
-    A line is ``key@version``, a tab and the :func:`index_value` of that version, or
-    nothing after the tab for a version the transaction tombstoned. One record per
-    put instead of one per snapshot: a store opening on thousands of snapshots
-    consumes a record per transaction and splits lines (C), parsing JSON only for the
-    keys it is asked for.
+    A JSON head line ``{"format": 2, "spans": {partition: [first, last]}, "pruned":
+    ["key@version", ...]}``, then two lines per version put: its snapshot key, then
+    its version, a tab and its :func:`index_value`. One record per put instead of one
+    per snapshot, laid out so that a store opening on thousands of snapshots files
+    every key with C-level splits and a ``dict.update`` (no Python per line); a key's
+    JSON is parsed when that key is asked for.
+
+    Args:
+        spans: Per data partition, the transaction's contiguous offsets.
+        entries: ``(key, version, index value)`` of each version put.
+        pruned: ``key@version`` of each version the transaction tombstoned.
+
+    Raises:
+        ValueError: A key or version holds a newline or tab.
     """
     head = json.dumps(
-        {"format": _BATCH_FORMAT, "spans": {str(p): list(s) for p, s in spans.items()}},
+        {
+            "format": _BATCH_FORMAT,
+            "spans": {str(p): list(s) for p, s in spans.items()},
+            "pruned": [n.decode() for n in pruned],
+        },
         separators=(",", ":"),
     ).encode()
     lines = [head]
-    for name, entry in entries:
-        if b"\t" in name or b"\n" in name:
-            raise ValueError(f"index key {name!r} holds a tab or newline")
-        lines.append(name + b"\t" + (entry or b""))
+    for key, version, entry in entries:
+        if b"\n" in key or b"\t" in key or b"\n" in version or b"\t" in version:
+            raise ValueError(f"index key {key!r}@{version!r} holds a tab or newline")
+        lines += [key, version + b"\t" + entry]
     return b"\n".join(lines)
 
 
 def parse_batch_value(
     raw: bytes,
-) -> tuple[dict[int, tuple[int, int]], list[tuple[str, str, bytes | None]]]:
-    """Read :func:`batch_value` back: spans, and ``(key text, version text, entry)`` lines.
+) -> tuple[dict[int, tuple[int, int]], list[tuple[str, str]], list[bytes], list[bytes]]:
+    """Read :func:`batch_value` back: spans, pruned ``(key, version)``, keys, version lines.
 
-    Entries stay raw (parsed when their key is asked for); ``None`` is a tombstone.
+    Only the head is checked here; a version line is checked when its key is asked
+    for (:func:`split_version_line`).
 
     Raises:
-        SnapshotCorruptError: Unknown format or a malformed head or line (``header``).
+        SnapshotCorruptError: Unknown format, a malformed head, or an odd line count
+            (reason ``header``).
     """
     lines = raw.split(b"\n")
     try:
         head = json.loads(lines[0])
-        if head.get("format") != _BATCH_FORMAT:
-            raise ValueError(f"unknown index batch format {head.get('format')!r}")
+        if not isinstance(head, dict) or head.get("format") != _BATCH_FORMAT:
+            found = head.get("format") if isinstance(head, dict) else head
+            raise ValueError(f"unknown index batch format {found!r}")
         spans: dict[int, tuple[int, int]] = {}
         for p, (first, last) in head["spans"].items():
             if int(p) < 0 or int(first) > int(last):
                 raise ValueError(f"bad span {p}: {first}..{last}")
             spans[int(p)] = (int(first), int(last))
-        out: list[tuple[str, str, bytes | None]] = []
-        for line in lines[1:]:
-            name, tab, entry = line.partition(b"\t")
-            base, at, version_text = name.decode("utf-8").rpartition("@")
-            if not tab or not at or not base or not version_text:
-                raise ValueError(f"bad index batch line {line[:80]!r}")
-            out.append((base, version_text, entry or None))
+        pruned: list[tuple[str, str]] = []
+        for name in head["pruned"]:
+            base, at, version = str(name).rpartition("@")
+            if not at or not base or not version:
+                raise ValueError(f"bad pruned version {name!r}")
+            pruned.append((base, version))
+        if len(lines) % 2 != 1:
+            raise ValueError("a key without its version line")
     except (KeyError, ValueError, TypeError, AttributeError, UnicodeDecodeError) as e:
         raise SnapshotCorruptError("header", f"bad index batch record: {e!r}") from e
-    return spans, out
+    return spans, pruned, lines[1::2], lines[2::2]
+
+
+def split_version_line(line: bytes) -> tuple[str, bytes]:
+    """``(version text, index value)`` of one version line of :func:`batch_value`.
+
+    Raises:
+        SnapshotCorruptError: No tab, or a version that does not parse (``header``).
+    """
+    version, tab, entry = line.partition(b"\t")
+    try:
+        text = version.decode("utf-8")
+        Version.parse(text)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SnapshotCorruptError("header", f"bad index batch line: {e!r}") from e
+    if not tab or not entry:
+        raise SnapshotCorruptError("header", f"bad index batch line {line[:80]!r}")
+    return text, entry
 
 
 def _span_tail(value: bytes) -> bytes:
@@ -456,6 +494,11 @@ class KafkaSnapshotStore(SnapshotStore):
         # tombstones a transaction's record once it names none, so compaction drops it.
         self._batch_of: dict[tuple[str, str], bytes] = {}
         self._batch_live: dict[bytes, int] = {}
+        # Version lines of transaction records not filed yet, by key bytes (the newest
+        # seen; older ones of the same key in ``_lines_more``), and the record of each.
+        self._lines: dict[bytes, bytes] = {}
+        self._lines_more: dict[bytes, list[bytes]] = {}
+        self._line_batch: dict[bytes, bytes] = {}
         # Key text -> key, for keys already parsed.
         self._parsed: dict[str, SnapshotKey] = {}
         # Payloads fetched in one scan by get_many, consumed by _tensor.
@@ -577,20 +620,22 @@ class KafkaSnapshotStore(SnapshotStore):
 
             def index_records(offsets: Sequence[int]) -> list[_IndexRecord]:
                 spans = _spans(records, offsets)
-                entries: list[tuple[bytes, bytes | None]] = []
+                entries: list[tuple[bytes, bytes, bytes]] = []
                 doomed: list[tuple[SnapshotKey, Version]] = []
                 for key, _, version, meta, n, partition, pruned, first in planned:
                     own = list(offsets[first : first + n])
                     span = spans.get(partition, (min(own), max(own)))
                     entries.append(
-                        (_index_key(key, version), index_value(meta, partition, own, span))
+                        (
+                            str(key).encode(),
+                            str(version).encode(),
+                            index_value(meta, partition, own, span),
+                        )
                     )
-                    entries += [(_index_key(key, v), None) for v in pruned]
                     doomed += [(key, v) for v in pruned]
                 first_partition = planned[0][5] if planned else 0
-                out: list[_IndexRecord] = [
-                    (batch_key, batch_value(spans, entries), first_partition)
-                ]
+                value = batch_value(spans, entries, [_index_key(k, v) for k, v in doomed])
+                out: list[_IndexRecord] = [(batch_key, value, first_partition)]
                 out += [(b, None, first_partition) for b in self._emptied(doomed)]
                 return out
 
@@ -876,35 +921,56 @@ class KafkaSnapshotStore(SnapshotStore):
             covered[first] = max(last, covered.get(first, last))
 
     def _apply_batch(self, name: bytes, value: bytes | None, offset: int) -> None:
-        """Keep the lines of one transaction's index record raw; take its spans now."""
+        """File one transaction's index record: its spans now, its lines by key, raw."""
         if value is None:
             self._batch_live.pop(name, None)
             return
         try:
-            spans, lines = parse_batch_value(value)
+            spans, pruned, keys, lines = parse_batch_value(value)
         except SnapshotCorruptError as e:
             # Its snapshots are not served from the index (a data-tail read may still
             # find them if they lie past the last span).
             log.warning("skipping index record at offset %d (%r): %s", offset, name, e)
             self.stats.rejected[e.reason] += 1
             return
-        raw = self._raw
-        live = 0
-        for base, version_text, entry in lines:
-            if entry is None:
-                self._index_tombstone(base, version_text)
-                continue
-            raw.setdefault(base, {})[version_text] = entry
-            self._batch_of[(base, version_text)] = name
-            live += 1
-        if live:
-            self._batch_live[name] = live
+        filed = self._lines
+        # A key met again (a newer version of it) keeps the older line too; rare, so
+        # per key. Everything else is C: a set intersection and two dict updates.
+        for key in filed.keys() & keys:
+            self._lines_more.setdefault(key, []).append(filed.pop(key))
+        filed.update(zip(keys, lines, strict=True))
+        self._line_batch.update(zip(lines, itertools.repeat(name)))
+        if lines:
+            self._batch_live[name] = len(lines)
+        for base, version_text in pruned:
+            self._index_tombstone(base, version_text)
         for partition, (first, last) in spans.items():
             covered = self._covered.setdefault(partition, {})
             covered[first] = max(last, covered.get(first, last))
 
+    def _file_lines(self, base: str) -> None:
+        """Move ``base``'s version lines of transaction records into ``_raw``."""
+        key = base.encode()
+        newest = self._lines.pop(key, None)
+        if newest is None:
+            return
+        for line in [*self._lines_more.pop(key, []), newest]:
+            batch = self._line_batch.pop(line, None)
+            try:
+                version_text, entry = split_version_line(line)
+            except SnapshotCorruptError as e:
+                log.warning("skipping index line of %s: %s", base, e)
+                self.stats.rejected[e.reason] += 1
+                if batch is not None:
+                    self._batch_live[batch] = self._batch_live.get(batch, 1) - 1
+                continue
+            self._raw.setdefault(base, {})[version_text] = entry
+            if batch is not None:
+                self._batch_of[(base, version_text)] = batch
+
     def _index_tombstone(self, base: str, version_text: str) -> None:
         """A version tombstoned in the index topic (a record, or a transaction's line)."""
+        self._file_lines(base)
         self._raw.get(base, {}).pop(version_text, None)
         self._unname(base, version_text)
         try:
@@ -924,6 +990,7 @@ class KafkaSnapshotStore(SnapshotStore):
         """Parse the index-topic records of ``key`` kept raw so far into the index."""
         text = str(key)
         self._parsed[text] = key
+        self._file_lines(text)
         high = self._raw_high.pop(text, None)
         if high is not None and high > self._high.get(key, Version(-1)):
             self._high[key] = high
@@ -956,6 +1023,8 @@ class KafkaSnapshotStore(SnapshotStore):
         """Every key with at least one stored version (parses the whole index)."""
         with self._lock:
             self.sync()
+            for line_key in list(self._lines):
+                self._file_lines(line_key.decode("utf-8", "replace"))
             for text in list(self._raw):
                 try:
                     key = SnapshotKey.parse(text)

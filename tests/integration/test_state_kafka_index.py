@@ -123,11 +123,24 @@ def test_an_unreadable_transaction_record_is_counted_and_not_served(
                 0,
             ),
         )
+        _write_raw(
+            writer,
+            _key(3),
+            tensor,
+            lambda k, v, meta, offs: (
+                BATCH_KEY_PREFIX + b"bad-line",
+                b'{"format":2,"spans":{},"pruned":[]}\n' + str(k).encode() + b"\nnot-a-version\t{}",
+                0,
+            ),
+        )
         writer.put(_key(2), tensor, model_version="v")
     with KafkaSnapshotStore(replace(config, create_topic=False)) as fresh:
-        # The fault happened: the record was seen and refused.
+        # The fault happened: the unknown format was seen and refused at open.
         assert fresh.stats.rejected["header"] == 1
         assert fresh.get(_key(1)) is None
+        # A bad line is found when its key is asked for, and counted too.
+        assert fresh.get(_key(3)) is None
+        assert fresh.stats.rejected["header"] == 2
         assert fresh.get(_key(2)) is not None
 
 

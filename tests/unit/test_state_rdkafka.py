@@ -12,7 +12,13 @@ from flinkai.config import KafkaSecurityConfig
 from flinkai.state import CodecConfig, Version
 from flinkai.state.codec import decode, encode
 from flinkai.state.errors import SnapshotCorruptError
-from flinkai.state.kafka import _parse_index_value, batch_value, index_value, parse_batch_value
+from flinkai.state.kafka import (
+    _parse_index_value,
+    batch_value,
+    index_value,
+    parse_batch_value,
+    split_version_line,
+)
 from flinkai.state.rdkafka import rdkafka_security
 
 TENSOR = np.random.default_rng(4).standard_normal((2, 3, 64, 64)).astype("float32")
@@ -86,10 +92,11 @@ def test_a_transaction_index_record_round_trips_its_spans_and_lines() -> None:
         np.zeros(4, np.float32), CodecConfig(), version=Version(5, 0), model_version="m"
     )
     entry = index_value(meta, 0, [7, 8], (7, 9))
-    raw = batch_value({0: (7, 9)}, [(b"a_0_ff@5.0", entry), (b"a_0_ff@3.1", None)])
-    spans, lines = parse_batch_value(raw)
-    assert spans == {0: (7, 9)}
-    assert lines == [("a_0_ff", "5.0", entry), ("a_0_ff", "3.1", None)]
+    raw = batch_value({0: (7, 9)}, [(b"a_0_ff", b"5.0", entry)], [b"a_0_ff@3.1"])
+    spans, pruned, keys, lines = parse_batch_value(raw)
+    assert spans == {0: (7, 9)} and pruned == [("a_0_ff", "3.1")]
+    assert keys == [b"a_0_ff"]
+    assert [split_version_line(line) for line in lines] == [("5.0", entry)]
     # The entry is an ordinary per-version index value, parsed only when asked for.
     assert _parse_index_value(Version(5, 0), entry)[2] == [7, 8]
 
@@ -97,12 +104,13 @@ def test_a_transaction_index_record_round_trips_its_spans_and_lines() -> None:
 @pytest.mark.parametrize(
     "raw",
     [
-        b'{"format":3,"spans":{}}\na@1.0\t{}',  # a format this code does not know
-        b'{"format":2,"spans":{"0":[9,3]}}',  # a span that ends before it starts
-        b'{"format":2}\na@1.0\t{}',  # no spans
-        b'{"format":2,"spans":{}}\nno-version\t{}',  # a line without key@version
-        b'{"format":2,"spans":{}}\na@1.0',  # a line without its tab
+        b'{"format":3,"spans":{},"pruned":[]}\na\n1.0\t{}',  # a format this code does not know
+        b'{"format":2,"spans":{"0":[9,3]},"pruned":[]}',  # a span that ends before it starts
+        b'{"format":2,"pruned":[]}\na\n1.0\t{}',  # no spans
+        b'{"format":2,"spans":{},"pruned":["no-version"]}',  # a pruned name without @
+        b'{"format":2,"spans":{},"pruned":[]}\na',  # a key without its version line
         b"not json",
+        b"[2]",
     ],
 )
 def test_a_bad_transaction_index_record_is_corrupt(raw: bytes) -> None:
@@ -111,6 +119,13 @@ def test_a_bad_transaction_index_record_is_corrupt(raw: bytes) -> None:
     assert e.value.reason == "header"
 
 
+@pytest.mark.parametrize("line", [b"1.0", b"1.0\t", b"x.y\t{}", b"\xff\t{}"])
+def test_a_bad_version_line_is_corrupt_when_its_key_is_filed(line: bytes) -> None:
+    with pytest.raises(SnapshotCorruptError) as e:
+        split_version_line(line)
+    assert e.value.reason == "header"
+
+
 def test_a_key_holding_a_newline_cannot_be_written_into_a_transaction_record() -> None:
     with pytest.raises(ValueError, match="newline"):
-        batch_value({}, [(b"a\nb@1.0", b"{}")])
+        batch_value({}, [(b"a\nb", b"1.0", b"{}")])
