@@ -410,11 +410,15 @@ def _handle(args: argparse.Namespace) -> int:
         m = raw["median"]
         print(
             f"{raw['tokens']}-token prefix ({raw['bytes'] / 1e6:.0f} MB, median of "
-            f"{len(raw['runs'])}): store put {m['store_put_mb_s']:.0f} MB/s vs raw produce "
-            f"{m['raw_produce_mb_s']:.0f} MB/s (x{raw['put_ratio']:.2f}); store restore "
-            f"{m['store_restore_mb_s']:.0f} MB/s vs raw fetch {m['raw_fetch_mb_s']:.0f} MB/s "
-            f"(x{raw['restore_ratio']:.2f})"
+            f"{len(raw['runs'])}): raw produce {m['raw_produce_mb_s']:.0f} MB/s, raw fetch "
+            f"{m['raw_fetch_mb_s']:.0f} MB/s"
         )
+        for v in raw["put_ratio"]:
+            print(
+                f"  store {v}: put {m[f'store_put_mb_s[{v}]']:.0f} MB/s "
+                f"(x{raw['put_ratio'][v]:.2f} of raw), restore "
+                f"{m[f'store_restore_mb_s[{v}]']:.0f} MB/s (x{raw['restore_ratio'][v]:.2f})"
+            )
     if rows:
         print(_table(rows))
         print(json.dumps({"granularity": gran}, indent=1))

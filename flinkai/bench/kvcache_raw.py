@@ -13,9 +13,10 @@ from __future__ import annotations
 import statistics
 import time
 import uuid
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
+import numpy as np
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from flinkai.kafka.admin import create_topics
@@ -24,9 +25,15 @@ from flinkai.state.bench import kv_like
 from flinkai.state.codec import CodecConfig, encode
 from flinkai.state.kafka import KafkaSnapshotStore, KafkaStoreConfig, record_key
 
-__all__ = ["measure_raw_ceiling"]
+__all__ = ["VARIANTS", "measure_raw_ceiling"]
 
 _MB = 1e6
+#: Store codecs timed in each run: ``codec: none`` with the default checksum, and the
+#: fastest store configuration (``FAST_CODEC`` of the cold-worker bench).
+VARIANTS = {
+    "none, sha256": CodecConfig(codec="none"),
+    "none, xxh3_128": CodecConfig(codec="none", byte_shuffle=False, checksum="xxh3_128"),
+}
 
 
 def _producer_config(c: KafkaStoreConfig) -> dict[str, Any]:
@@ -113,27 +120,14 @@ def measure_raw_ceiling(
     path; its payload is the tensor bytes plus nothing), sha256 checksums as default.
     """
     shape = (2, 3, tokens, 64)
+    records: list[tuple[bytes, bytes]] = []
     nbytes = 2 * 3 * tokens * 64 * 4
     tensors = [kv_like(nbytes, "float32", "smooth", seed=i).reshape(shape) for i in range(layers)]
     samples: list[dict[str, float]] = []
-    codec = CodecConfig(codec="none")
     for run in range(runs):
-        config = KafkaStoreConfig(
-            bootstrap=bootstrap, topic=f"bench-kv-raw-{uuid.uuid4().hex[:8]}", codec=codec
-        )
-        size = config.chunk_bytes
-        block = prefix_hash([run, *uuid.uuid4().bytes])
-        keys = [SnapshotKey("bench", layer, block) for layer in range(layers)]
-        with KafkaSnapshotStore(config) as writer:
-            began = time.perf_counter()
-            versions = writer.put_many(list(zip(keys, tensors, strict=True)), model_version="b")
-            put_s = time.perf_counter() - began
-        # The same chunk bytes and keys the store wrote.
-        records: list[tuple[bytes, bytes]] = []
-        for key, tensor, version in zip(keys, tensors, versions, strict=True):
-            _, payload = encode(tensor, codec, version=version, model_version="b")
-            chunks = [payload[i : i + size] for i in range(0, len(payload), size)]
-            records += [(record_key(key, version, i), c) for i, c in enumerate(chunks)]
+        variants = {name: _store_round(bootstrap, tensors, c, run) for name, c in VARIANTS.items()}
+        # The raw clients on the same chunks as the default store wrote.
+        _, _, config, records = variants["none, sha256"]
         raw_topic = f"bench-kv-rawp-{uuid.uuid4().hex[:8]}"
         create_topics(
             bootstrap,
@@ -145,48 +139,61 @@ def measure_raw_ceiling(
         )
         raw_put_s = _raw_produce(config, raw_topic, records)
         raw_get_s, raw_bytes = _raw_fetch(config, len(records))
-        with KafkaSnapshotStore(replace(config, create_topic=False)) as reader:
-            began = time.perf_counter()
-            got = reader.get_many(keys)
-            get_s = time.perf_counter() - began
-        if any(g is None for g in got):
-            raise RuntimeError("the store's cold get_many missed a snapshot")
         if raw_bytes < nbytes * layers:
             raise RuntimeError("raw fetch read fewer bytes than the store wrote")
         mb = nbytes * layers / _MB
-        samples.append(
-            {
-                "store_put_mb_s": mb / put_s,
-                "raw_produce_mb_s": mb / raw_put_s,
-                "store_restore_mb_s": mb / get_s,
-                "raw_fetch_mb_s": mb / raw_get_s,
-            }
-        )
-
-    def med(name: str) -> float:
-        return statistics.median(s[name] for s in samples)
-
+        sample = {"raw_produce_mb_s": mb / raw_put_s, "raw_fetch_mb_s": mb / raw_get_s}
+        for name, (p_s, g_s, _, _) in variants.items():
+            sample[f"store_put_mb_s[{name}]"] = mb / p_s
+            sample[f"store_restore_mb_s[{name}]"] = mb / g_s
+        samples.append(sample)
+    names = sorted(samples[0])
     return {
         "tokens": tokens,
         "layers": layers,
         "shape": list(shape),
         "bytes": nbytes * layers,
         "records": len(records),
-        "codec": "none",
+        "variants": {name: asdict(c) for name, c in VARIANTS.items()},
         "runs": samples,
-        "median": {
-            name: med(name)
-            for name in (
-                "store_put_mb_s",
-                "raw_produce_mb_s",
-                "store_restore_mb_s",
-                "raw_fetch_mb_s",
-            )
+        "median": {n: statistics.median(s[n] for s in samples) for n in names},
+        "put_ratio": {
+            v: statistics.median(s[f"store_put_mb_s[{v}]"] / s["raw_produce_mb_s"] for s in samples)
+            for v in VARIANTS
         },
-        "put_ratio": statistics.median(
-            s["store_put_mb_s"] / s["raw_produce_mb_s"] for s in samples
-        ),
-        "restore_ratio": statistics.median(
-            s["store_restore_mb_s"] / s["raw_fetch_mb_s"] for s in samples
-        ),
+        "restore_ratio": {
+            v: statistics.median(
+                s[f"store_restore_mb_s[{v}]"] / s["raw_fetch_mb_s"] for s in samples
+            )
+            for v in VARIANTS
+        },
     }
+
+
+def _store_round(
+    bootstrap: str, tensors: list[np.ndarray], codec: CodecConfig, run: int
+) -> tuple[float, float, KafkaStoreConfig, list[tuple[bytes, bytes]]]:
+    """put_many seconds, a new store's cold get_many seconds, the config, the chunks."""
+    config = KafkaStoreConfig(
+        bootstrap=bootstrap, topic=f"bench-kv-raw-{uuid.uuid4().hex[:8]}", codec=codec
+    )
+    size = config.chunk_bytes
+    block = prefix_hash([run, *uuid.uuid4().bytes])
+    keys = [SnapshotKey("bench", layer, block) for layer in range(len(tensors))]
+    with KafkaSnapshotStore(config) as writer:
+        began = time.perf_counter()
+        versions = writer.put_many(list(zip(keys, tensors, strict=True)), model_version="b")
+        put_s = time.perf_counter() - began
+    with KafkaSnapshotStore(replace(config, create_topic=False)) as reader:
+        began = time.perf_counter()
+        got = reader.get_many(keys)
+        get_s = time.perf_counter() - began
+    if any(g is None for g in got):
+        raise RuntimeError("the store's cold get_many missed a snapshot")
+    # The same chunk bytes and keys the store wrote.
+    records: list[tuple[bytes, bytes]] = []
+    for key, tensor, version in zip(keys, tensors, versions, strict=True):
+        _, payload = encode(tensor, codec, version=version, model_version="b")
+        chunks = [payload[i : i + size] for i in range(0, len(payload), size)]
+        records += [(record_key(key, version, i), c) for i, c in enumerate(chunks)]
+    return put_s, get_s, config, records

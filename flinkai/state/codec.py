@@ -72,7 +72,9 @@ class CodecConfig:
     Attributes:
         codec: ``zstd`` or ``none``.
         level: zstd level; 1 is the fastest, and higher levels gain little on floats.
-        byte_shuffle: Group the bytes of each element position before compressing.
+        byte_shuffle: Group the bytes of each element position before compressing
+            (with ``codec: none`` nothing is compressed, so nothing is shuffled: the
+            shuffle only cost a copy there).
         checksum: Digest of the raw bytes checked on every read (see :data:`ChecksumName`).
     """
 
@@ -92,7 +94,12 @@ class CodecConfig:
     @property
     def compression(self) -> str:
         """The label stored with each snapshot."""
-        return self.codec + (_SHUFFLE if self.byte_shuffle else "")
+        return self.codec + (_SHUFFLE if self.shuffles else "")
+
+    @property
+    def shuffles(self) -> bool:
+        """Whether payloads are byte-shuffled: only before compressing."""
+        return self.byte_shuffle and self.codec != "none"
 
 
 def shuffle(raw: np.ndarray, itemsize: int) -> np.ndarray:
@@ -134,7 +141,7 @@ def encode(
     """
     raw = _raw_view(tensor)
     checked = digest(raw, config.checksum)
-    data = shuffle(raw, tensor.dtype.itemsize) if config.byte_shuffle else raw
+    data = shuffle(raw, tensor.dtype.itemsize) if config.shuffles else raw
     if config.codec == "zstd":
         payload = zstandard.ZstdCompressor(level=config.level).compress(data.data)
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -129,3 +130,19 @@ def test_a_bad_version_line_is_corrupt_when_its_key_is_filed(line: bytes) -> Non
 def test_a_key_holding_a_newline_cannot_be_written_into_a_transaction_record() -> None:
     with pytest.raises(ValueError, match="newline"):
         batch_value({}, [(b"a\nb", b"1.0", b"{}")])
+
+
+def test_codec_none_stores_the_raw_bytes_unshuffled() -> None:
+    meta, payload = encode(TENSOR, CodecConfig(codec="none"), version=Version(1), model_version="m")
+    assert meta.compression == "none"
+    assert payload == TENSOR.tobytes()
+    np.testing.assert_array_equal(decode(payload, meta), TENSOR)
+
+
+def test_a_none_shuffle_payload_of_older_writers_still_decodes() -> None:
+    # Written before codec none stopped shuffling: header "none+shuffle".
+    meta, _ = encode(TENSOR, CodecConfig(codec="zstd"), version=Version(1), model_version="m")
+    shuffled = TENSOR.reshape(-1).view(np.uint8).reshape(-1, 4).T.tobytes()
+    old = replace(meta, compression="none+shuffle", payload_bytes=len(shuffled))
+    np.testing.assert_array_equal(decode(shuffled, old), TENSOR)
+    assert shuffled != TENSOR.tobytes()  # the case is a real shuffle, not the raw bytes
