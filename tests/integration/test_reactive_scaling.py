@@ -24,10 +24,12 @@ def test_backlog_scales_up_twice_and_down_once_exactly_once(
     lines: list[str] = []
     run = run_scaling(
         kafka_broker.bootstrap,
-        ScalingOptions(backlog=3000, hold_s=5.0, down_window_s=15.0, timeout_s=420.0),
+        ScalingOptions(hold_s=5.0, timeout_s=420.0),
         progress=lines.append,
     )
-    timeline = "\n".join(lines[-40:])
+    timeline = "\n".join(line for line in lines if "decide" in line or "load" in line)
+    timeline += "\n" + "\n".join(lines[-30:])
+    assert run.error is None, f"{run.error}; {run.exactly_once}\n{timeline}"
     figures = reduce_timeline(
         run.samples, run.events, target=run.target, load_stopped_t=run.load_stopped_t
     )

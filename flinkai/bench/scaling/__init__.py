@@ -119,7 +119,9 @@ def _handle(args: argparse.Namespace) -> int:
         progress=(lambda line: print(line, flush=True)) if args.verbose else (lambda line: None),
     )
     print(format_table(run, figures))
-    return 0 if run.exactly_once_ok else 1
+    if run.error:
+        print(f"error: {run.error}")
+    return 0 if run.exactly_once_ok and not run.error else 1
 
 
 def register(subparsers: Any) -> None:

@@ -38,7 +38,6 @@ from typing import Any
 
 from flinkai.autoscaling.policy import PodsPolicy, ScaleStep, TaskManagerScaler
 from flinkai.autoscaling.timeline import Sample, ScaleEvent
-from flinkai.errors import SetupError
 
 __all__ = ["ScalingOptions", "ScalingRun", "run_scaling"]
 
@@ -143,15 +142,19 @@ class _Probe:
     """REST and Kafka reads for one tick; every read tolerates a job mid-restart."""
 
     def __init__(self, cluster: Any, bootstrap: str, group: str, topic: str) -> None:
-        from kafka import KafkaAdminClient
-
+        self.bootstrap = bootstrap
         self.cluster = cluster
         self.group = group
         self.topic = topic
-        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="flinkai-scaling")
+        self.admin = self._new_admin()
         self.job_id: str | None = None
         self._metric: dict[str, str] = {}
         self.committed_error: str | None = None
+
+    def _new_admin(self) -> Any:
+        from kafka import KafkaAdminClient
+
+        return KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="flinkai-scaling")
 
     def close(self) -> None:
         self.admin.close()
@@ -200,10 +203,13 @@ class _Probe:
     def committed(self) -> int | None:
         try:
             offsets = self.admin.list_group_offsets(self.group).get(self.group) or {}
-        except Exception as e:  # coordinator moving; the next tick reads again
+        except Exception as e:  # coordinator moving; a fresh client reads next tick
             if self.committed_error is None:
                 self.committed_error = f"{type(e).__name__}: {e}"
                 log.warning("reading committed offsets of %s: %s", self.group, e)
+            with contextlib.suppress(Exception):
+                self.admin.close()
+            self.admin = self._new_admin()
             return None
         values = [o.offset for tp, o in offsets.items() if tp.topic == self.topic and o.offset >= 0]
         return sum(values) if values else 0
@@ -437,7 +443,10 @@ def _loop(
     while True:
         now = time.monotonic() - t0
         if now > options.timeout_s:
-            raise SetupError(f"scaling run did not finish within {options.timeout_s:.0f} s")
+            # Keep the timeline and still run the exact check: both say what went wrong.
+            run.error = f"scaling run did not finish within {options.timeout_s:.0f} s"
+            progress(run.error)
+            return
         parallelism, running, vertices = probe.job()
         pending = probe.pending(vertices) if running else None
         committed = probe.committed()
