@@ -60,15 +60,27 @@ class HpaDecider:
     clock: Callable[[], float] = time.monotonic
     _history: deque[tuple[float, int]] = field(default_factory=deque)
 
+    def hold(self, current: int) -> None:
+        """Record ``current`` as this moment's recommendation, without a metric.
+
+        For a tick whose metric is missing (the job restarting after a rescale): the
+        HPA counts pods without metrics as at target when it scales down, so such a
+        tick must keep the down-window from emptying.
+        """
+        self._record(self.clock(), current)
+
+    def _record(self, now: float, recommendation: int) -> None:
+        self._history.append((now, recommendation))
+        keep = max(self.up_window_s, self.down_window_s)
+        while self._history and self._history[0][0] < now - keep:
+            self._history.popleft()
+
     def decide(self, current: int, value: float, target: float) -> int:
         """The replica count to run now, given the metric's per-replica value."""
         now = self.clock()
         proposal = desired_replicas(current, value, target, self.tolerance)
         proposal = min(self.max_replicas, max(self.min_replicas, proposal))
-        self._history.append((now, proposal))
-        keep = max(self.up_window_s, self.down_window_s)
-        while self._history and self._history[0][0] < now - keep:
-            self._history.popleft()
+        self._record(now, proposal)
         if proposal > current:
             # Up: the lowest recommendation in the window, so one spike does not scale.
             recent = [r for t, r in self._history if t >= now - self.up_window_s]

@@ -77,6 +77,10 @@ class TaskManagerScaler:
             self.clock,
         )
 
+    def hold(self, current: int) -> None:
+        """A tick without the metric: keep ``current`` in the windows (see HpaDecider.hold)."""
+        self._decider.hold(current)
+
     def step(self, current: int, total: float) -> ScaleStep:
         """Decide from the metric's total (an External ``AverageValue`` is total / current)."""
         from flinkai.autoscaling.hpa import desired_replicas

@@ -175,3 +175,15 @@ def test_report_writes_json_and_png(tmp_path: Path) -> None:
     assert len(data["samples"]) == len(samples) and data["exactly_once"]["sent"] == 2
     png = draw_timeline(run, tmp_path / "scaling.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_ticks_without_the_metric_keep_the_down_window() -> None:
+    clock = Clock()
+    s = scaler(clock, PodsPolicy(1, 20.0), PodsPolicy(1, 60.0))
+    for t in range(0, 10):  # the job restarts at 3 TaskManagers: no metric for 10 s
+        clock.t = float(t)
+        s.hold(3)
+    clock.t = 10.0
+    assert s.step(3, 0.0).desired == 3  # the holds in the 5 s window still say 3
+    clock.t = 15.5
+    assert s.step(3, 0.0).desired == 2

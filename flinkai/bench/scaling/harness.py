@@ -455,8 +455,11 @@ def _loop(
         window = [(t, v) for t, v in window if t >= now - options.window_s]
         signal = sum(v for _, v in window) / len(window) if window else None
         proposal = None
-        if running and pending is not None and signal is not None and parallelism:
-            # No decision without a current metric: the HPA skips a missing one too.
+        if not (running and pending is not None and signal is not None and parallelism):
+            # No decision without a current metric (the job restarting): the HPA skips
+            # it, and counts pods without metrics as at target for a scale-down.
+            scaler.hold(replicas)
+        else:
             step = scaler.step(replicas, signal)
             run.steps.append((now, step))
             proposal = step.proposal
