@@ -5,6 +5,11 @@ size: ``jobs/embed_clicks.sql`` in application mode with the reactive scheduler,
 3-partition input kept backlogged, TaskManagers started and stopped (SIGTERM) as the
 HPA step decides. The evidence comes first (decisions, TaskManagers registered,
 parallelism RUNNING from the REST API), then the exact exactly-once check.
+
+Not in the default run (``make test``): whether the backlog carries the job to three
+TaskManagers depends on how fast the machine drains it. Here it passed 2 of 5 attempts
+while the test was being built (170-214 s each); on a quieter machine the job kept up at
+two. Run it with ``pytest -m scaling tests/integration/test_reactive_scaling.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from flinkai.autoscaling.timeline import reduce_timeline
 from flinkai.bench.scaling.harness import ScalingOptions, run_scaling
 from flinkai.kafka.broker import LocalKafka
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.scaling]
 
 
 def test_backlog_scales_up_twice_and_down_once_exactly_once(

@@ -14,11 +14,7 @@ signal over time).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import shutil
 import signal
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,21 +59,6 @@ def format_table(run: ScalingRun, figures: TimelineFigures) -> str:
     return "\n".join(lines)
 
 
-@contextlib.contextmanager
-def _broker(bootstrap: str | None) -> Iterator[str]:
-    if bootstrap:
-        yield bootstrap
-        return
-    from flinkai.testing import session_broker
-
-    data = tempfile.mkdtemp(prefix="flinkai-scaling-kafka-")
-    try:
-        with session_broker(data) as broker:
-            yield broker.bootstrap
-    finally:
-        shutil.rmtree(data, ignore_errors=True)
-
-
 def run_bench(
     options: ScalingOptions,
     bootstrap: str | None = None,
@@ -87,9 +68,10 @@ def run_bench(
 ) -> tuple[ScalingRun, TimelineFigures]:
     """Run, reduce, and write the JSON and PNG when paths are given."""
     from flinkai.bench.scaling.report import draw_timeline, payload, write_json
+    from flinkai.bench.shared.broker import broker
     from flinkai.bench.shared.suite import machine_info
 
-    with _broker(bootstrap) as address:
+    with broker(bootstrap) as address:
         run = run_scaling(address, options, progress=progress)
     figures = figures_of(run)
     if json_path is not None:
