@@ -1,5 +1,10 @@
-import json, subprocess, sys, tempfile, os, time
+import json
+import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
+
 from flinkai.kafka.broker import LocalKafka
 from flinkai.local.process import free_port
 
@@ -61,7 +66,7 @@ with (
                     *cmd,
                 ]
             o = subprocess.run(cmd, env=env, cwd="/tmp", capture_output=True, text=True, check=True)
-            line = [l for l in o.stdout.splitlines() if l.startswith("{")][-1]
+            line = [ln for ln in o.stdout.splitlines() if ln.startswith("{")][-1]
             res["runs"].append({"code": label, **json.loads(line)})
             print(label, res["runs"][-1], flush=True)
 res["load_end"] = os.getloadavg()

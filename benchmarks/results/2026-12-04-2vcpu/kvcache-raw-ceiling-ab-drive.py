@@ -1,7 +1,12 @@
 """Old tree vs new tree measure_raw_ceiling, one run each, interleaved, one broker."""
 
-import json, os, subprocess, sys, tempfile
+import json
+import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
+
 from flinkai.kafka.broker import LocalKafka
 from flinkai.local.process import free_port
 
@@ -12,7 +17,7 @@ with (
     tempfile.TemporaryDirectory() as work,
     LocalKafka(Path(work) / "kafka", port=free_port()) as broker,
 ):
-    for i in range(int(sys.argv[1])):
+    for _run in range(int(sys.argv[1])):
         for label, tree in trees.items():
             o = subprocess.run(
                 ["/work/main/.venv/bin/python", "-c", code, broker.bootstrap],
