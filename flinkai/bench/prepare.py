@@ -1,11 +1,12 @@
 """Build the artefacts a suite entry needs before it runs.
 
 After ``make demo`` a machine has the fp32 embedding model and the LLM export, but
-not the int8 variant (``flinkai model quantize``) nor the anomaly forecasters
-(``flinkai model train-anomaly``). :func:`prepare` builds the missing ones for the
+not the int8 variant (``flinkai model quantize``), the anomaly forecasters
+(``flinkai model train-anomaly``) nor the risk models of the agents bench
+(``flinkai model train-risk``). :func:`prepare` builds the missing ones for the
 entries about to run, through the same library calls as those commands, so a first
 suite run has no "not exported" or "not trained" row. An artefact that cannot be
-built here (no torch, no NAB data) is reported and left to the entry, whose row then
+built here (no torch, no NAB or risk data) is reported and left to the entry, whose row then
 says why in its note.
 """
 
@@ -123,6 +124,33 @@ def _build_anomaly(kind: str) -> Callable[[Progress], None]:
     return build
 
 
+def _risk_missing() -> str | None:
+    from flinkai.agents.errors import RiskModelError
+    from flinkai.agents.models import RiskModels
+
+    try:
+        RiskModels()
+    except RiskModelError as e:
+        return str(e)
+    return None
+
+
+def _risk_blocked() -> str | None:
+    from flinkai.agents.data import default_credit_file, default_fraud_file
+
+    if importlib.util.find_spec("lightgbm") is None:
+        return "training needs the risk extra"
+    absent = [str(f) for f in (default_fraud_file(), default_credit_file()) if not f.is_file()]
+    return f"risk data not found: {', '.join(absent)}" if absent else None
+
+
+def _build_risk(progress: Progress) -> None:
+    from flinkai.agents.train import train_risk_models
+
+    manifest = train_risk_models(progress=progress)
+    progress(f"risk models in {manifest['seconds']:.0f} s")
+
+
 #: Per suite entry, the artefacts it reads that ``make demo`` does not build.
 ARTEFACTS: dict[str, tuple[Artefact, ...]] = {
     "embed": (
@@ -143,6 +171,15 @@ ARTEFACTS: dict[str, tuple[Artefact, ...]] = {
             _build_anomaly(kind),
         )
         for kind in ("hybrid", "lstm")
+    ),
+    "agents": (
+        Artefact(
+            "risk models",
+            "flinkai model train-risk",
+            _risk_missing,
+            _risk_blocked,
+            _build_risk,
+        ),
     ),
 }
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from flinkai.bench.prepare import ARTEFACTS, Artefact, prepare
@@ -77,7 +79,17 @@ def test_the_suite_knows_what_make_demo_leaves_out() -> None:
             "flinkai model train-anomaly --kind hybrid",
             "flinkai model train-anomaly --kind lstm",
         ],
+        "agents": ["flinkai model train-risk"],
     }
+
+
+def test_missing_risk_models_are_seen_and_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (risk,) = ARTEFACTS["agents"]
+    monkeypatch.setenv("FLINKAI_HOME", str(tmp_path))
+    why = risk.missing()
+    assert why is not None and str(tmp_path) in why and "flinkai model train-risk" in why, why
 
 
 def test_an_unavailable_row_says_its_reason_once_in_the_note() -> None:
