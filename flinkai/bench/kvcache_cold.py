@@ -221,7 +221,7 @@ def break_even(rows: Sequence[dict[str, Any]], kv_bytes_per_token: int) -> dict[
         "restore_ms_per_token": restore_ms_per_token,
         "open_ms": open_ms,
         "break_even_tokens": open_ms / gain if gain > 0 else None,
-        "gpu_prefill": "not measured (no GPU run in this session)",
+        "gpu_prefill": "n/a (no GPU: prefill not measured on this machine)",
         "gpu_bandwidth_per_1k_prefill_tokens_s": gpu_bandwidth_per_1k_tokens_s(),
     }
 
