@@ -7,7 +7,7 @@ HPA step decides. The evidence comes first (decisions, TaskManagers registered,
 parallelism RUNNING from the REST API), then the exact exactly-once check.
 
 Not in the default run (``make test``): whether the backlog carries the job to three
-TaskManagers depends on how fast the machine drains it. Here it passed 2 of 5 attempts
+TaskManagers depends on how fast the machine drains it. Here it passed 2 of 6 attempts
 while the test was being built (170-214 s each); on a quieter machine the job kept up at
 two. Run it with ``pytest -m scaling tests/integration/test_reactive_scaling.py``.
 """
