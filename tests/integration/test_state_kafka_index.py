@@ -13,8 +13,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from flinkai.kafka.broker import LocalKafka
+from flinkai.local.process import wait_until
 from flinkai.state import CodecConfig, KafkaSnapshotStore, KafkaStoreConfig, SnapshotKey, Version
 from flinkai.state.base import prefix_hash
 from flinkai.state.codec import encode
@@ -54,7 +56,32 @@ def _write_raw(
     store._transaction(records, lambda offsets: [index_value_of(key, version, meta, offsets)])  # type: ignore[operator]
 
 
+def _markers_written(config: KafkaStoreConfig) -> bool:
+    """Whether the index partition's last stable offset has reached its end.
+
+    A commit returns once the coordinator has logged it; the commit markers reach the
+    partitions just after. Until then a ``read_committed`` reader stops before the
+    transaction, so a read right after ``put`` can see nothing.
+    """
+    part = TopicPartition(config.index_topic_name, 0)
+    ends = []
+    for isolation in ("read_committed", "read_uncommitted"):
+        consumer = Consumer(
+            {
+                "bootstrap.servers": config.bootstrap,
+                "group.id": f"markers-{isolation}",
+                "isolation.level": isolation,
+            }
+        )
+        try:
+            ends.append(consumer.get_watermark_offsets(part, timeout=10, cached=False)[1])
+        finally:
+            consumer.close()
+    return ends[0] == ends[1]
+
+
 def _index_records(config: KafkaStoreConfig) -> list[Record]:
+    assert wait_until(lambda: _markers_written(config), 10, poll_s=0.1)
     tail = Tail({"bootstrap.servers": config.bootstrap}, config.index_topic_name, 10)
     out: list[Record] = []
     try:
