@@ -23,7 +23,12 @@ from flinkai.kafka.admin import create_topics
 from flinkai.state.base import SnapshotKey, prefix_hash
 from flinkai.state.bench import kv_like
 from flinkai.state.codec import CodecConfig, encode
-from flinkai.state.kafka import KafkaSnapshotStore, KafkaStoreConfig, record_key
+from flinkai.state.kafka import (
+    KafkaSnapshotStore,
+    KafkaStoreConfig,
+    fetcher_settings,
+    record_key,
+)
 
 __all__ = ["VARIANTS", "measure_raw_ceiling"]
 
@@ -71,21 +76,7 @@ def _raw_produce(c: KafkaStoreConfig, topic: str, records: list[tuple[bytes, byt
 
 def _raw_fetch(c: KafkaStoreConfig, count: int) -> tuple[float, int]:
     """Seconds to read the first ``count`` records of the store's data topic, and bytes."""
-    fetch = max(c.fetch_max_bytes, c.max_record_bytes)
-    consumer = Consumer(
-        {
-            "bootstrap.servers": c.bootstrap,
-            "group.id": f"flinkai-raw-{uuid.uuid4().hex}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-            "fetch.max.bytes": fetch,
-            "max.partition.fetch.bytes": fetch,
-            "receive.message.max.bytes": fetch + 1024 * 1024,
-            "fetch.wait.max.ms": 10,
-            "queued.max.messages.kbytes": max(65536, 2 * fetch // 1024),
-        }
-    )
+    consumer = Consumer(fetcher_settings(c))
     try:
         # Connected first (metadata), as the store's fetcher is before a restore.
         consumer.list_topics(c.topic, timeout=30)

@@ -78,6 +78,7 @@ __all__ = [
     "KafkaSnapshotStore",
     "KafkaStoreConfig",
     "batch_value",
+    "fetcher_settings",
     "parse_batch_value",
     "parse_headers",
     "record_headers",
@@ -447,6 +448,31 @@ class _Entry:
 def _partition_of(key: SnapshotKey, partitions: int) -> int:
     digest = hashlib.sha256(str(key).encode()).digest()
     return int.from_bytes(digest[:4], "big") % partitions
+
+
+def fetcher_settings(c: KafkaStoreConfig) -> dict[str, Any]:
+    """librdkafka settings of the consumer that reads snapshot values by offset.
+
+    The bench's raw-fetch baseline uses them too, so the two read alike.
+    """
+    fetch = max(c.fetch_max_bytes, c.max_record_bytes)
+    return {
+        "bootstrap.servers": c.bootstrap,
+        **rdkafka_security(c.security),
+        "client.id": "flinkai-state-fetch",
+        # Required by the client; never joined: partitions are assigned.
+        "group.id": f"flinkai-state-fetch-{uuid.uuid4().hex}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "isolation.level": "read_committed",
+        "enable.partition.eof": True,
+        "fetch.max.bytes": fetch,
+        "max.partition.fetch.bytes": fetch,
+        "receive.message.max.bytes": fetch + 1024 * 1024,
+        "fetch.wait.max.ms": 10,
+        "queued.max.messages.kbytes": max(65536, 2 * fetch // 1024),
+        "socket.timeout.ms": int(c.request_timeout_s * 1000),
+    }
 
 
 class KafkaSnapshotStore(SnapshotStore):
@@ -1304,27 +1330,8 @@ class KafkaSnapshotStore(SnapshotStore):
     def _new_fetcher(self) -> RdConsumer:
         """The librdkafka consumer that reads snapshot values by offset."""
         c = self.config
-        fetch = max(c.fetch_max_bytes, c.max_record_bytes)
         try:
-            return RdConsumer(
-                {
-                    "bootstrap.servers": c.bootstrap,
-                    **rdkafka_security(c.security),
-                    "client.id": "flinkai-state-fetch",
-                    # Required by the client; never joined: partitions are assigned.
-                    "group.id": f"flinkai-state-fetch-{uuid.uuid4().hex}",
-                    "enable.auto.commit": False,
-                    "enable.auto.offset.store": False,
-                    "isolation.level": "read_committed",
-                    "enable.partition.eof": True,
-                    "fetch.max.bytes": fetch,
-                    "max.partition.fetch.bytes": fetch,
-                    "receive.message.max.bytes": fetch + 1024 * 1024,
-                    "fetch.wait.max.ms": 10,
-                    "queued.max.messages.kbytes": max(65536, 2 * fetch // 1024),
-                    "socket.timeout.ms": int(c.request_timeout_s * 1000),
-                }
-            )
+            return RdConsumer(fetcher_settings(c))
         except KafkaException as e:
             raise StoreUnavailableError(f"cannot reach Kafka at {c.bootstrap}: {e}") from e
 
