@@ -201,15 +201,23 @@ def _windows(bootstrap: str, topic: str) -> list[dict[str, Any]]:
 
 
 def _wait_for(bootstrap: str, topic: str, events: int, timeout_s: float) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout_s
+    from flinkai.local.process import wait_until
+
     rows: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
+
+    def held() -> int:
+        return sum(int(w["n"]) for w in rows)
+
+    def enough() -> bool:
+        nonlocal rows
         rows = _windows(bootstrap, topic)
-        if sum(int(w["n"]) for w in rows) >= events:
-            return rows
-        time.sleep(2.0)
-    held = sum(int(w["n"]) for w in rows)
-    raise SetupError(f"bench windows: {held} of {events} events came out in {timeout_s:.0f} s")
+        return held() >= events
+
+    if not wait_until(enough, timeout_s, poll_s=2.0):
+        raise SetupError(
+            f"bench windows: {held()} of {events} events came out in {timeout_s:.0f} s"
+        )
+    return rows
 
 
 def run_one(

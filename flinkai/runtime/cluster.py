@@ -641,6 +641,15 @@ class LocalFlinkCluster:
                     out[pid] = cmd.replace(b"\0", b" ").decode(errors="replace").strip()
         return out
 
+    def _chosen_taskmanager(self, tm: TaskManagerProcess | None, verb: str) -> TaskManagerProcess:
+        """``tm``, or the most recently started running TaskManager when ``None``."""
+        if tm is not None:
+            return tm
+        running = self.taskmanagers()
+        if not running:
+            raise SetupError(f"no running TaskManager to {verb}")
+        return running[-1]
+
     def kill_taskmanager(self, tm: TaskManagerProcess | None = None) -> TaskManagerProcess:
         """SIGKILL a TaskManager and its Python workers, as if its host died.
 
@@ -653,11 +662,7 @@ class LocalFlinkCluster:
         Raises:
             SetupError: No TaskManager of this cluster is running.
         """
-        running = self.taskmanagers()
-        if tm is None:
-            if not running:
-                raise SetupError("no running TaskManager to kill")
-            tm = running[-1]
+        tm = self._chosen_taskmanager(tm, "kill")
         log.info("SIGKILL Flink TaskManager %s (pid %d)", tm.resource_id, tm.pid)
         if tm.alive():
             signal_group(tm.pid, signal.SIGKILL)
@@ -683,11 +688,7 @@ class LocalFlinkCluster:
         Raises:
             SetupError: No TaskManager of this cluster is running.
         """
-        running = self.taskmanagers()
-        if tm is None:
-            if not running:
-                raise SetupError("no running TaskManager to stop")
-            tm = running[-1]
+        tm = self._chosen_taskmanager(tm, "stop")
         log.info("SIGTERM Flink TaskManager %s (pid %d)", tm.resource_id, tm.pid)
         stop_group(tm.proc, grace_s)
         return tm
