@@ -1,6 +1,7 @@
--- anomaly_monitor: time-series points from Kafka -> per-series forecast-error anomaly
--- scores (LSTM + attention forecaster, ONNX step, keyed state in Flink checkpoints)
--- -> anomaly events on Kafka, exactly-once. Points that cannot be parsed or scored
+-- anomaly_monitor: time-series points from Kafka -> per-series anomaly scores (by
+-- default Beam's z-score through Numenta's anomaly likelihood; or an LSTM + attention
+-- forecaster, ONNX step; keyed state in Flink checkpoints) -> anomaly events on Kafka,
+-- exactly-once. Points that cannot be parsed or scored
 -- (not JSON, missing field, NaN/Infinity, out of order) go to a dead-letter topic with
 -- the reason and their source offset; they never stop the job.
 --
@@ -11,10 +12,10 @@
 -- Placeholders (fill with --var NAME=VALUE, env vars, or `vars:` in configs/*.yaml):
 --   KAFKA_BOOTSTRAP, POINTS_TOPIC, ANOMALY_TOPIC, DLQ_TOPIC,
 --   SCAN_BOUNDED_MODE (unbounded | latest-offset: stop at the offsets seen at start),
---   ANOMALY_MODEL (default hybrid: $FLINKAI_HOME/models/anomaly/hybrid; or a folder),
---   ANOMALY_THRESHOLD (default 0.5), DELIVERY_GUARANTEE (default exactly-once),
---   TRANSACTIONAL_ID_PREFIX (built in: per job).
--- Build the model first: flinkai model train-anomaly.
+--   ANOMALY_MODEL (default zscore: no model files; or hybrid / lstm under
+--   $FLINKAI_HOME/models/anomaly, built by flinkai model train-anomaly, or a folder),
+--   ANOMALY_THRESHOLD (default 0.5091, the operator's), DELIVERY_GUARANTEE (default
+--   exactly-once), TRANSACTIONAL_ID_PREFIX (built in: per job).
 
 SET 'pipeline.name' = 'flinkai-anomaly-monitor';
 
@@ -95,7 +96,7 @@ CREATE TEMPORARY VIEW scored AS
   WITH ('key' = 'series', 'time' = 'ts_ms', 'value' = 'value',
         'partition' = 'source_partition', 'offset' = 'source_offset',
         'payload' = 'raw_base64',
-        'model' = '${ANOMALY_MODEL:-hybrid}', 'threshold' = '${ANOMALY_THRESHOLD:-0.5}');
+        'model' = '${ANOMALY_MODEL:-zscore}', 'threshold' = '${ANOMALY_THRESHOLD:-0.5091}');
 
 INSERT INTO anomalies_out
 SELECT `key`, ts, `value`, score, is_anomaly, model_version

@@ -8,6 +8,10 @@
   trained offline with torch (:mod:`flinkai.anomaly.train`).
 * :mod:`flinkai.anomaly.baselines`: Beam-definition statistical detectors and river's
   HalfSpaceTrees, for the benchmark.
+* :mod:`flinkai.anomaly.statistical`: Beam's z-score as a keyed detector, the
+  operator's default; :mod:`flinkai.anomaly.keyed` picks the key detector a ``model``
+  names.
+* :mod:`flinkai.anomaly.cad`: CAD OSE, with an optional bounded context store.
 """
 
 from flinkai.anomaly.errors import AnomalyError, NabDataError

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Mapping
 from typing import Any, Protocol
 
+import numpy as np
 from sortedcontainers import SortedList
 
 __all__ = [
@@ -102,6 +104,31 @@ class ZScore:
         self._m2 += delta1 * (x - self._mean)
         if old is not None:
             self._m2 += delta2 * (old - self._mean)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Plain data: the window as float64 bytes (oldest first) and the running sums."""
+        values = np.asarray(self._queue, dtype=np.float64).tobytes()
+        return {"window": self._window, "n": self._n, "mean": self._mean, "m2": self._m2,
+                "values": values}  # fmt: skip
+
+    @classmethod
+    def from_snapshot(cls, snap: Mapping[str, Any]) -> ZScore:
+        """Rebuild from :meth:`snapshot`.
+
+        Raises:
+            ValueError: The snapshot is inconsistent (more values than its window, or a
+                count that does not match them).
+        """
+        det = cls(int(snap["window"]))
+        values = np.frombuffer(snap["values"], dtype=np.float64).tolist()
+        if len(values) > det._window or int(snap["n"]) != len(values):
+            raise ValueError(
+                f"z-score snapshot holds {len(values)} values for n={snap['n']} "
+                f"and window {det._window}"
+            )
+        det._queue = deque(values)
+        det._n, det._mean, det._m2 = len(values), float(snap["mean"]), float(snap["m2"])
+        return det
 
     def score_one(self, x: float) -> float:
         if self._n < 2:

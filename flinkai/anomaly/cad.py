@@ -34,8 +34,15 @@ point:
 Ties among active contexts of equal count are broken by age (newer first); the
 published version breaks them by hash order, so scores differ from NAB's result
 files in detail (on ``art_daily_jumpsup`` 74% of the scores are equal, correlation
-0.998). The state is plain data (:meth:`CadDetector.snapshot`) and grows
-with every new context, so its size is bounded only by what the series holds.
+0.998). The state is plain data (:meth:`CadDetector.snapshot`) and, as published,
+grows with every new context, so its size is bounded only by what the series holds.
+
+**Bounded memory** (not in the published version): with ``max_contexts`` set, once
+more contexts are stored the least recently used ones (last created or active
+longest ago; the older id first on a tie) are evicted down to
+``EVICT_TO`` of the cap, and semi-contexts no context uses any more go with them.
+Ids are never reused, so the neuron facts of evicted contexts that remain inside
+stored left semi-contexts cannot be mistaken for a new context's.
 
 :class:`ProbationRangeCad` is the causal variant: NAB hands the detector the min and
 max of the whole file (future values included); this one learns them from the first
@@ -54,6 +61,7 @@ from flinkai.anomaly.errors import DetectorInputError
 __all__ = [
     "BASE_THRESHOLD",
     "BELOW_RANGE_FACT",
+    "EVICT_TO",
     "MAX_ACTIVE_NEURONS",
     "MAX_LEFT_SEMI_CONTEXT",
     "NEURON_FACT_BASE",
@@ -79,7 +87,10 @@ NEURON_FACT_BASE = 2**31
 BELOW_RANGE_FACT = -1
 #: Levels are clamped to this many bits, so an extreme value cannot make thousands of facts.
 _MAX_LEVEL_BITS = 62
-_SNAPSHOT_VERSION = 1
+#: A capped store evicts down to this share of ``max_contexts`` (so eviction, which
+#: rebuilds the fact index, runs once per ``(1 - EVICT_TO) * max_contexts`` new contexts).
+EVICT_TO = 0.75
+_SNAPSHOT_VERSION = 2
 
 Facts = tuple[int, ...]
 
@@ -100,6 +111,8 @@ class CadConfig:
             only on steps that store a new zero-level context. The published
             implementation behaves so (its "nothing new" marker compares equal to id
             0) and its NAB results depend on it; ``False`` treats context 0 like any.
+        max_contexts: Most contexts kept (least recently used evicted, see the module
+            doc); 0 keeps every one, as published.
     """
 
     value_min: float
@@ -110,6 +123,7 @@ class CadConfig:
     max_left_semi_context: int = MAX_LEFT_SEMI_CONTEXT
     max_active_neurons: int = MAX_ACTIVE_NEURONS
     first_context_needs_novelty: bool = True
+    max_contexts: int = 0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.value_min) and math.isfinite(self.value_max)):
@@ -121,11 +135,20 @@ class CadConfig:
         for name in ("value_bits", "rest_period", "max_left_semi_context", "max_active_neurons"):
             if int(getattr(self, name)) < 1:
                 raise DetectorInputError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_contexts < 0 or 0 < self.max_contexts < 4:
+            raise DetectorInputError(f"max_contexts must be 0 or >= 4, got {self.max_contexts}")
 
     @classmethod
-    def for_nab(cls, value_min: float, value_max: float, probation: int) -> CadConfig:
+    def for_nab(
+        cls, value_min: float, value_max: float, probation: int, max_contexts: int = 0
+    ) -> CadConfig:
         """NAB's setting: the given range, rest period ``int(probation / 5)`` (at least 1)."""
-        return cls(float(value_min), float(value_max), rest_period=nab_rest_period(probation))
+        return cls(
+            float(value_min),
+            float(value_max),
+            rest_period=nab_rest_period(probation),
+            max_contexts=max_contexts,
+        )
 
     @property
     def step(self) -> float:
@@ -166,17 +189,20 @@ class CadDetector:
     def __init__(self, config: CadConfig) -> None:
         self.config = config
         self._step = config.step
-        # Semi-contexts: facts, and fact -> ids holding it.
-        self._left_facts: list[Facts] = []
+        # Semi-contexts by id (ids only grow): facts, and fact -> ids holding it.
+        self._left_facts: dict[int, Facts] = {}
         self._left_ids: dict[Facts, int] = {}
         self._left_index: dict[int, list[int]] = {}
-        self._left_contexts: list[dict[int, int]] = []  # right id -> context id
-        self._right_facts: list[Facts] = []
+        self._left_contexts: dict[int, dict[int, int]] = {}  # right id -> context id
+        self._right_facts: dict[int, Facts] = {}
         self._right_ids: dict[Facts, int] = {}
         self._right_index: dict[int, list[int]] = {}
-        # Contexts, by id: activation count and whether stored as a zero-level one.
-        self._count: list[int] = []
-        self._zero: list[bool] = []
+        # Contexts by id (ids only grow): activation count, whether stored as a
+        # zero-level one, and the step it was last created or active at.
+        self._count: dict[int, int] = {}
+        self._zero: dict[int, bool] = {}
+        self._used: dict[int, int] = {}
+        self._next = [0, 0, 0]  # next left, right, context id
         self._prev_facts: Facts = ()
         self._left_limit = 0  # left semi-contexts that existed when _prev_facts was set
         self._since_high = 1  # steps since the last raw score >= base_threshold
@@ -191,13 +217,15 @@ class CadDetector:
         if sid is None:
             store = self._left_facts if left else self._right_facts
             index = self._left_index if left else self._right_index
-            sid = len(store)
+            slot = 0 if left else 1
+            sid = self._next[slot]
+            self._next[slot] += 1
             ids[facts] = sid
-            store.append(facts)
+            store[sid] = facts
             for f in facts:
                 index.setdefault(f, []).append(sid)
             if left:
-                self._left_contexts.append({})
+                self._left_contexts[sid] = {}
         return sid
 
     def _store(self, left: Facts, right: Facts, zero_level: bool) -> tuple[int, bool]:
@@ -205,14 +233,45 @@ class CadDetector:
         lid, rid = self._semi(left, True), self._semi(right, False)
         cid = self._left_contexts[lid].get(rid)
         if cid is None:
-            cid = len(self._count)
+            cid = self._next[2]
+            self._next[2] += 1
             self._left_contexts[lid][rid] = cid
-            self._count.append(0)
-            self._zero.append(zero_level)
+            self._count[cid] = 0
+            self._zero[cid] = zero_level
+            self._used[cid] = self.steps
             return cid, True
         if zero_level:
             self._zero[cid] = True
         return cid, False
+
+    def _evict(self) -> None:
+        """Drop least recently used contexts down to ``EVICT_TO`` of the cap, and the
+        semi-contexts left unused; then rebuild the fact indexes."""
+        keep_n = max(1, int(self.config.max_contexts * EVICT_TO))
+        order = sorted(self._count, key=lambda c: (self._used[c], c))
+        for cid in order[: len(order) - keep_n]:
+            del self._count[cid], self._zero[cid], self._used[cid]
+        used_right: set[int] = set()
+        for lid in list(self._left_contexts):
+            table = {r: c for r, c in self._left_contexts[lid].items() if c in self._count}
+            if table:
+                self._left_contexts[lid] = table
+                used_right.update(table)
+            else:
+                del self._left_contexts[lid]
+                del self._left_ids[self._left_facts.pop(lid)]
+        for rid in [r for r in self._right_facts if r not in used_right]:
+            del self._right_ids[self._right_facts.pop(rid)]
+        self._left_index = self._index(self._left_facts)
+        self._right_index = self._index(self._right_facts)
+
+    @staticmethod
+    def _index(store: Mapping[int, Facts]) -> dict[int, list[int]]:
+        index: dict[int, list[int]] = {}
+        for sid in sorted(store):
+            for f in store[sid]:
+                index.setdefault(f, []).append(sid)
+        return index
 
     @staticmethod
     def _cross(
@@ -264,6 +323,7 @@ class CadDetector:
                     continue
                 if full and len(r_matched) == len(self._right_facts[rid]):
                     self._count[cid] += 1
+                    self._used[cid] = self.steps
                     active.append(cid)
                 elif is_new and self._zero[cid] and short:
                     proposals.append((tuple(matched), tuple(r_matched)))
@@ -271,7 +331,7 @@ class CadDetector:
         top = sorted(active, key=lambda c: (self._count[c], c))[-cfg.max_active_neurons :]
         self._prev_facts = tuple(sorted({*facts, *(NEURON_FACT_BASE + c for c in top)}))
         added = sum(self._store(lf, rf, zero_level=False)[1] for lf, rf in proposals)
-        self._left_limit = len(self._left_facts)
+        self._left_limit = self._next[0]
         proposed.update(proposals)
         share_added = (added + 1) / len(proposed) if is_new else 0.0
         return (1.0 - share_active + share_added) / 2.0
@@ -287,6 +347,8 @@ class CadDetector:
         """
         raw = self._raw(self.facts_of(_check_value(x)))
         cfg = self.config
+        if cfg.max_contexts and len(self._count) > cfg.max_contexts:
+            self._evict()
         score = raw if self._since_high > cfg.rest_period else 0.0
         self._since_high = 1 if raw >= cfg.base_threshold else self._since_high + 1
         self.steps += 1
@@ -301,16 +363,23 @@ class CadDetector:
         return len(self._count)
 
     def snapshot(self) -> dict[str, Any]:
-        """Plain-data state (lists of ints); the config is not included."""
-        contexts: list[int] = [0] * (4 * len(self._count))
-        for lid, table in enumerate(self._left_contexts):
+        """Plain-data state (lists of ints); the config is not included.
+
+        Semi-contexts are ``[id, *facts]`` and contexts six ints each (id, left id,
+        right id, count, zero-level, last used), all in id order.
+        """
+        rows: list[tuple[int, ...]] = []
+        for lid, table in self._left_contexts.items():
             for rid, cid in table.items():
-                contexts[4 * cid : 4 * cid + 4] = [lid, rid, self._count[cid], int(self._zero[cid])]
+                rows.append((cid, lid, rid, self._count[cid], int(self._zero[cid]),
+                             self._used[cid]))  # fmt: skip
+        contexts = [v for row in sorted(rows) for v in row]
         return {
             "version": _SNAPSHOT_VERSION,
-            "left": [list(f) for f in self._left_facts],
-            "right": [list(f) for f in self._right_facts],
+            "left": [[sid, *self._left_facts[sid]] for sid in sorted(self._left_facts)],
+            "right": [[sid, *self._right_facts[sid]] for sid in sorted(self._right_facts)],
             "contexts": contexts,
+            "next": list(self._next),
             "prev_facts": list(self._prev_facts),
             "left_limit": self._left_limit,
             "since_high": self._since_high,
@@ -328,18 +397,31 @@ class CadDetector:
             raise DetectorInputError(f"CAD snapshot version {state.get('version')!r} unsupported")
         det = cls(config)
         try:
-            for facts in state["left"]:
-                det._semi(tuple(int(f) for f in facts), True)
-            for facts in state["right"]:
-                det._semi(tuple(int(f) for f in facts), False)
+            for row in state["left"]:
+                facts = tuple(int(f) for f in row[1:])
+                det._left_facts[int(row[0])] = facts
+                det._left_ids[facts] = int(row[0])
+                det._left_contexts[int(row[0])] = {}
+            for row in state["right"]:
+                facts = tuple(int(f) for f in row[1:])
+                det._right_facts[int(row[0])] = facts
+                det._right_ids[facts] = int(row[0])
+            det._left_index = cls._index(det._left_facts)
+            det._right_index = cls._index(det._right_facts)
             flat = [int(v) for v in state["contexts"]]
-            if len(flat) % 4:
-                raise ValueError("contexts must hold 4 ints each")
-            for cid in range(len(flat) // 4):
-                lid, rid, count, zero = flat[4 * cid : 4 * cid + 4]
-                det._left_contexts[lid][rid] = cid  # contexts were added in id order
-                det._count.append(count)
-                det._zero.append(bool(zero))
+            if len(flat) % 6:
+                raise ValueError("contexts must hold 6 ints each")
+            for i in range(0, len(flat), 6):
+                cid, lid, rid, count, zero, used = flat[i : i + 6]
+                if rid not in det._right_facts:
+                    raise ValueError(f"context {cid} names unknown right semi-context {rid}")
+                det._left_contexts[lid][rid] = cid
+                det._count[cid] = count
+                det._zero[cid] = bool(zero)
+                det._used[cid] = used
+            det._next = [int(v) for v in state["next"]]
+            if len(det._next) != 3:
+                raise ValueError("next must hold 3 ids")
             det._prev_facts = tuple(int(f) for f in state["prev_facts"])
             det._left_limit = int(state["left_limit"])
             det._since_high = int(state["since_high"])
@@ -359,13 +441,15 @@ class ProbationRangeCad:
     Args:
         probation: Values that fix the range (NAB: the file's probationary period).
         rest_period: :attr:`CadConfig.rest_period`.
+        max_contexts: :attr:`CadConfig.max_contexts` (0: unbounded).
     """
 
-    def __init__(self, probation: int, rest_period: int) -> None:
+    def __init__(self, probation: int, rest_period: int, max_contexts: int = 0) -> None:
         if probation < 1:
             raise DetectorInputError(f"probation must be >= 1, got {probation}")
         self.probation = probation
         self.rest_period = rest_period
+        self.max_contexts = max_contexts
         self._buffer: list[float] = []
         self.detector: CadDetector | None = None
 
@@ -380,7 +464,8 @@ class ProbationRangeCad:
             return self.detector.update(v)
         self._buffer.append(v)
         if len(self._buffer) >= self.probation:
-            cfg = CadConfig(min(self._buffer), max(self._buffer), rest_period=self.rest_period)
+            cfg = CadConfig(min(self._buffer), max(self._buffer), rest_period=self.rest_period,
+                            max_contexts=self.max_contexts)  # fmt: skip
             self.detector = CadDetector(cfg)
             for b in self._buffer:
                 self.detector.update(b)
@@ -396,14 +481,14 @@ class ProbationRangeCad:
 
     @classmethod
     def from_snapshot(
-        cls, state: Mapping[str, Any], probation: int, rest_period: int
+        cls, state: Mapping[str, Any], probation: int, rest_period: int, max_contexts: int = 0
     ) -> ProbationRangeCad:
         """Rebuild from :meth:`snapshot` output.
 
         Raises:
             DetectorInputError: The snapshot is malformed.
         """
-        det = cls(probation, rest_period)
+        det = cls(probation, rest_period, max_contexts)
         if "buffer" in state:
             det._buffer = [_check_value(v) for v in state["buffer"]]
             return det
@@ -412,6 +497,6 @@ class ProbationRangeCad:
         except (KeyError, TypeError, ValueError) as e:
             raise DetectorInputError(f"malformed CAD snapshot: {e}") from e
         det.detector = CadDetector.from_snapshot(
-            state["cad"], CadConfig(lo, hi, rest_period=rest_period)
+            state["cad"], CadConfig(lo, hi, rest_period=rest_period, max_contexts=max_contexts)
         )
         return det

@@ -16,6 +16,10 @@ The same options then apply to every detector alike:
 * ``numenta``: Numenta's anomaly likelihood (:mod:`flinkai.anomaly.likelihood`)
   over the ``raw`` score and the series value, with NAB's learning period from the
   file's probationary period and every other constant as published.
+* ``numenta_stream``: the same likelihood as a stream can run it (the operator's
+  ``scorer.likelihood = numenta``): learning and estimation periods fixed rather
+  than taken from the file's length (a stream has none), and a shorter history so
+  the key's state fits the operator's 64 KB budget.
 
 :data:`SETTINGS` lists the candidate settings of each option that a selection
 protocol may choose between; :data:`DEFAULTS` the one used without a choice.
@@ -30,7 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from flinkai.anomaly.features import ErrorScorer, ScorerConfig
+from flinkai.anomaly.features import STREAM_NUMENTA, ErrorScorer, ScorerConfig
 from flinkai.anomaly.likelihood import NumentaConfig, NumentaLikelihood
 from flinkai.anomaly.nab import probationary_length
 
@@ -39,7 +43,7 @@ __all__ = ["DEFAULTS", "SCORERS", "SETTINGS", "apply_scorer", "bounded", "peak_g
 FloatArray = npt.NDArray[np.float64]
 
 #: Scorer options, in table order.
-SCORERS = ("raw", "gated", "likelihood", "numenta")
+SCORERS = ("raw", "gated", "likelihood", "numenta", "numenta_stream")
 
 #: The setting each option uses when nothing is chosen: the operator's defaults
 #: (``gated`` and ``likelihood`` were picked earlier on the NAB score of the 34
@@ -49,6 +53,11 @@ DEFAULTS: Mapping[str, Mapping[str, Any]] = {
     "gated": {"peak_window": ScorerConfig().peak_window},
     "likelihood": {},
     "numenta": {},
+    "numenta_stream": {
+        "learning_period": STREAM_NUMENTA.numenta_learning_period,
+        "estimation_samples": STREAM_NUMENTA.numenta_estimation_samples,
+        "historic_window": STREAM_NUMENTA.numenta_history,
+    },
 }
 
 #: Candidates a selection protocol chooses between (``numenta`` has none: its
@@ -63,6 +72,13 @@ SETTINGS: Mapping[str, Sequence[Mapping[str, Any]]] = {
         for p in (0, 100, 200)
     ],
     "numenta": [{}],
+    # Fixed periods: NuPIC's (288 / 100) and half NAB's largest probation each (375 / 375);
+    # histories that fit 64 KB beside Beam's 1,000-value z-score window.
+    "numenta_stream": [
+        {"learning_period": lp, "estimation_samples": es, "historic_window": h}
+        for lp, es in ((288, 100), (375, 375))
+        for h in (1500, 3000)
+    ],
 }
 
 
@@ -100,6 +116,14 @@ def _numenta(native: FloatArray, values: FloatArray, setting: Mapping[str, Any])
     return np.array([lk.score(r, v) for r, v in zip(raw, values.tolist(), strict=True)])
 
 
+def _numenta_stream(
+    native: FloatArray, values: FloatArray, setting: Mapping[str, Any]
+) -> FloatArray:
+    lk = NumentaLikelihood(NumentaConfig(**setting))
+    raw = bounded(native).tolist()
+    return np.array([lk.score(r, v) for r, v in zip(raw, values.tolist(), strict=True)])
+
+
 def apply_scorer(
     scorer: str,
     native: FloatArray,
@@ -120,4 +144,6 @@ def apply_scorer(
         return peak_gated(bounded(native), int(chosen["peak_window"]))
     if scorer == "likelihood":
         return _likelihood(np.asarray(native, dtype=np.float64), chosen)
+    if scorer == "numenta_stream":
+        return _numenta_stream(np.asarray(native, dtype=np.float64), values, chosen)
     return _numenta(np.asarray(native, dtype=np.float64), values, chosen)

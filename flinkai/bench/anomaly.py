@@ -15,6 +15,18 @@ each point before learning it. Detectors:
   file, so it sees future values) and ``cad_probation`` with the range learnt from
   the probationary rows only. Every 100th point goes through the operator's state
   round trip (snapshot, pickle, unpickle, rebuild) and is timed as an operator step.
+  ``cad_capped`` and ``cad_probation_capped`` are the same with the context store
+  bounded (``--cad-max-contexts``, least recently used evicted).
+* ``zscore_operator`` (not in the default set; run when named): Beam's ZScore as
+  the operator runs it (``model = 'zscore'``, :mod:`flinkai.anomaly.statistical`):
+  per point the key's state is unpickled, rebuilt, updated and pickled, with the
+  operator's default scorer (or ``--operator-scorer``); its native output is the
+  z-score, so its scorer rows equal ``zscore``'s.
+* ``ensemble_max`` and ``ensemble_mean`` (run when named): per point the max or
+  the mean of two members' final scores: ``zscore`` through ``numenta_stream`` at its
+  default setting, and ``cad_probation_capped``'s own score. Their
+  native output is ``e / (1 - e)`` of that score ``e``, so their ``raw`` scorer row
+  is the ensemble's own score (other scorers apply on top of it).
 * ``zscore_gated`` (not in the default set; a control): Beam's ZScore followed by
   the forecasters' peak gate (a score is kept only above every score of the last
   ``ScorerConfig.peak_window`` points), to show what that post-processing alone
@@ -55,6 +67,7 @@ from flinkai.anomaly.cad import CadConfig, CadDetector, ProbationRangeCad, nab_r
 from flinkai.anomaly.detector import DetectorConfig, PointRejected, SeriesDetector
 from flinkai.anomaly.errors import NabDataError
 from flinkai.anomaly.features import ScorerConfig
+from flinkai.anomaly.keyed import new_detector, restore_detector
 from flinkai.anomaly.logo import logo_select
 from flinkai.anomaly.nab import (
     PROFILES,
@@ -68,6 +81,7 @@ from flinkai.anomaly.nab import (
 )
 from flinkai.anomaly.scorers import DEFAULTS, SCORERS, SETTINGS, apply_scorer, peak_gated
 from flinkai.anomaly.spec import anomaly_models_dir
+from flinkai.anomaly.statistical import ZSCORE_MODEL, ZScoreModel
 from flinkai.anomaly.step import RecurrentState, StepModel
 from flinkai.anomaly.train import timestamps_ms
 from flinkai.bench.shared.suite import EntryOutput, SuiteEntry
@@ -77,6 +91,8 @@ from flinkai.errors import ConfigError, SetupError
 __all__ = [
     "CONTROLS",
     "DETECTORS",
+    "ENSEMBLES",
+    "OPERATOR_DETECTORS",
     "SERIES_DETECTORS",
     "DetectorRun",
     "default_data_dir",
@@ -95,8 +111,14 @@ __all__ = [
 DETECTORS = ("hybrid", "lstm", "zscore", "robust_zscore", "iqr", "hst")
 #: Detectors run only when named with ``--detectors``.
 CONTROLS = ("zscore_gated",)
+#: Detectors run through the operator's own per-key code, run only when named.
+OPERATOR_DETECTORS = ("zscore_operator",)
+#: Per-point combinations of two members' final scores, run only when named.
+ENSEMBLES = ("ensemble_max", "ensemble_mean")
 #: Detectors built per series (value range, probation), run only when named.
-SERIES_DETECTORS = ("cad", "cad_probation")
+SERIES_DETECTORS = ("cad", "cad_probation", "cad_capped", "cad_probation_capped")
+#: Context cap of the ``*_capped`` CAD detectors unless ``--cad-max-contexts`` says otherwise.
+CAD_MAX_CONTEXTS = 300
 #: One point in this many of a per-series detector takes the operator's state round trip.
 _ROUND_TRIP_EVERY = 100
 _NEURAL = ("hybrid", "lstm")
@@ -172,12 +194,15 @@ def _bounded(raw: float) -> float:
     return raw / (1.0 + raw) if raw >= 0 else 0.0
 
 
-def _series_detector(name: str, series: NabSeries) -> CadDetector | ProbationRangeCad:
+def _series_detector(
+    name: str, series: NabSeries, max_contexts: int
+) -> CadDetector | ProbationRangeCad:
     probation = probationary_length(len(series.values))
-    if name == "cad":
+    cap = max_contexts if name.endswith("_capped") else 0
+    if name in ("cad", "cad_capped"):
         values = series.values
-        return CadDetector(CadConfig.for_nab(values.min(), values.max(), probation))
-    return ProbationRangeCad(probation, nab_rest_period(probation))
+        return CadDetector(CadConfig.for_nab(values.min(), values.max(), probation, cap))
+    return ProbationRangeCad(probation, nab_rest_period(probation), cap)
 
 
 def _round_trip(det: CadDetector | ProbationRangeCad) -> CadDetector | ProbationRangeCad:
@@ -185,12 +210,14 @@ def _round_trip(det: CadDetector | ProbationRangeCad) -> CadDetector | Probation
     state = pickle.loads(pickle.dumps(det.snapshot()))
     if isinstance(det, CadDetector):
         return CadDetector.from_snapshot(state, det.config)
-    return ProbationRangeCad.from_snapshot(state, det.probation, det.rest_period)
+    return ProbationRangeCad.from_snapshot(state, det.probation, det.rest_period, det.max_contexts)
 
 
-def _run_series_detector(run: DetectorRun, data: Mapping[str, NabSeries]) -> DetectorRun:
+def _run_series_detector(
+    run: DetectorRun, data: Mapping[str, NabSeries], max_contexts: int
+) -> DetectorRun:
     for key, s in data.items():
-        det = _series_detector(run.name, s)
+        det = _series_detector(run.name, s, max_contexts)
         out = np.zeros(len(s.values))
         for i, v in enumerate(s.values.tolist()):
             t0 = time.perf_counter()
@@ -207,11 +234,62 @@ def _run_series_detector(run: DetectorRun, data: Mapping[str, NabSeries]) -> Det
     return run
 
 
+def _run_keyed(
+    run: DetectorRun,
+    model: ZScoreModel,
+    data: Mapping[str, NabSeries],
+    operator_scorer: ScorerConfig | None,
+) -> DetectorRun:
+    """A statistical detector through the operator's per-key code, state pickled per point."""
+    run.model_version = model.model_version
+    config = DetectorConfig(model=ZSCORE_MODEL)
+    if operator_scorer is not None:
+        config = DetectorConfig(model=ZSCORE_MODEL, scorer=operator_scorer)
+    for key, s in data.items():
+        blob = pickle.dumps(new_detector(model, config).snapshot())
+        out = np.zeros(len(s.values))
+        native = np.full(len(s.values), np.nan)
+        for i, (ts, v) in enumerate(zip(timestamps_ms(s).tolist(), s.values.tolist(), strict=True)):  # fmt: skip
+            t0 = time.perf_counter()
+            det = restore_detector(pickle.loads(blob), model, config)
+            try:
+                out[i] = det.update(int(ts), float(v)).score
+                if det.last_error is not None:
+                    native[i] = det.last_error
+            except PointRejected:
+                run.rejected += 1
+            blob = pickle.dumps(det.snapshot())
+            run.operator_ms.append((time.perf_counter() - t0) * 1000)
+        run.state_bytes = max(run.state_bytes or 0, len(blob))
+        run.scores[key] = out
+        run.native[key] = native
+    return run
+
+
+def _run_ensemble(
+    name: str, data: Mapping[str, NabSeries], member: Callable[[str], DetectorRun]
+) -> DetectorRun:
+    """``name``'s combination of the z-score (numenta_stream) and capped CAD members."""
+    run = DetectorRun(name)
+    zscore, cad = member("zscore"), member("cad_probation_capped")
+    combine = np.maximum if name == "ensemble_max" else (lambda a, b: (a + b) / 2.0)
+    for key, s in data.items():
+        z = apply_scorer("numenta_stream", zscore.native[key], s.values)
+        c = np.clip(np.nan_to_num(cad.native[key], nan=0.0), 0.0, 1.0)
+        e = np.asarray(combine(z, c), dtype=np.float64)
+        run.scores[key] = e
+        # e / (1 - e): the raw scorer's s / (1 + s) gives e back (1.0 stays infinite).
+        with np.errstate(divide="ignore"):
+            run.native[key] = np.where(e < 1.0, e / (1.0 - np.minimum(e, 1.0)), np.inf)
+    return run
+
+
 def run_detector(
     name: str,
     data: Mapping[str, NabSeries],
     models_root: Path | None = None,
     operator_scorer: ScorerConfig | None = None,
+    cad_max_contexts: int = CAD_MAX_CONTEXTS,
 ) -> DetectorRun:
     """Run one detector over every series.
 
@@ -222,6 +300,8 @@ def run_detector(
         SetupError: A forecaster's model folder is missing.
     """
     run = DetectorRun(name)
+    if name in OPERATOR_DETECTORS:
+        return _run_keyed(run, ZScoreModel(), data, operator_scorer)
     if name in _NEURAL:
         folder = (models_root or anomaly_models_dir()) / name
         try:
@@ -252,7 +332,7 @@ def run_detector(
             run.native[key] = native
         return run
     if name in SERIES_DETECTORS:
-        return _run_series_detector(run, data)
+        return _run_series_detector(run, data, cad_max_contexts)
     factory = _BASELINES.get(name) or _GATED[name]
     gate = ScorerConfig().peak_window if name in _GATED else 0
     for key, s in data.items():
@@ -367,6 +447,7 @@ def run_anomaly_bench(
     scorers: Sequence[str] = SCORERS,
     protocol: str = "fixed",
     operator_scorer: ScorerConfig | None = None,
+    cad_max_contexts: int = CAD_MAX_CONTEXTS,
 ) -> dict[str, Any]:
     """Run the detectors on a NAB-layout folder and summarise each.
 
@@ -382,9 +463,16 @@ def run_anomaly_bench(
     rows = sum(len(s.values) for s in data.values())
     say(f"{len(data)} series, {rows} points from {data_dir}")
     results: dict[str, Any] = {}
+    runs: dict[str, DetectorRun] = {}
+
+    def member(name: str) -> DetectorRun:
+        if name not in runs:
+            runs[name] = run_detector(name, data, models_root, operator_scorer, cad_max_contexts)
+        return runs[name]
+
     for name in detectors:
         t0 = time.perf_counter()
-        run = run_detector(name, data, models_root, operator_scorer)
+        run = _run_ensemble(name, data, member) if name in ENSEMBLES else member(name)
         results[name] = summarize(run, data)
         results[name]["seconds"] = round(time.perf_counter() - t0, 1)
         t1 = time.perf_counter()
@@ -407,6 +495,7 @@ def run_anomaly_bench(
         "points": rows,
         "groups": sorted({k.split("/", 1)[0] for k in data}),
         "protocol": protocol,
+        "cad_max_contexts": cad_max_contexts,
         "detectors": results,
     }
 
@@ -492,9 +581,10 @@ def _operator_scorer(spec: str | None) -> ScorerConfig | None:
 
 def _handle(args: argparse.Namespace) -> int:
     detectors = [d.strip() for d in args.detectors.split(",") if d.strip()]
-    unknown = [d for d in detectors if d not in (*DETECTORS, *SERIES_DETECTORS, *CONTROLS)]
+    named = (*DETECTORS, *OPERATOR_DETECTORS, *SERIES_DETECTORS, *ENSEMBLES, *CONTROLS)
+    unknown = [d for d in detectors if d not in named]
     if unknown:
-        names = ", ".join((*DETECTORS, *SERIES_DETECTORS, *CONTROLS))
+        names = ", ".join(named)
         print(f"unknown detector(s) {unknown}; choose from {names}", file=sys.stderr)
         return 2
     data = Path(args.data) if args.data else default_data_dir()
@@ -503,6 +593,9 @@ def _handle(args: argparse.Namespace) -> int:
         operator_scorer = _operator_scorer(args.operator_scorer)
     except (ConfigError, ValueError) as e:
         print(f"--operator-scorer: {e}", file=sys.stderr)
+        return 2
+    if args.cad_max_contexts < 4:
+        print("--cad-max-contexts: must be >= 4", file=sys.stderr)
         return 2
     scorers = [x.strip() for x in args.scorers.split(",") if x.strip()]
     if not scorers or any(x not in SCORERS for x in scorers):
@@ -517,6 +610,7 @@ def _handle(args: argparse.Namespace) -> int:
             scorers,
             args.protocol,
             operator_scorer,
+            args.cad_max_contexts,
         )
     except SetupError as e:
         print(f"bench anomaly: {e}", file=sys.stderr)
@@ -547,7 +641,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--detectors",
         default=",".join(DETECTORS),
-        help=f"comma-separated subset of: {', '.join((*DETECTORS, *SERIES_DETECTORS, *CONTROLS))}",
+        help="comma-separated subset of: "
+        f"{', '.join((*DETECTORS, *OPERATOR_DETECTORS, *SERIES_DETECTORS, *ENSEMBLES, *CONTROLS))}",
     )
     parser.add_argument(
         "--models",
@@ -566,6 +661,14 @@ def register(subparsers: Any) -> None:
         metavar="FIELD=VALUE,...",
         help="the forecasters' operator scorer (ScorerConfig fields, as the operator's "
         "'scorer.<field>' options), e.g. likelihood=numenta,peak_window=0,numenta_history=3500",
+    )
+    parser.add_argument(
+        "--cad-max-contexts",
+        type=int,
+        default=CAD_MAX_CONTEXTS,
+        metavar="N",
+        help="context cap of cad_capped and cad_probation_capped (least recently used "
+        f"evicted; default {CAD_MAX_CONTEXTS})",
     )
     parser.add_argument(
         "--protocol",

@@ -1,14 +1,17 @@
-"""Forecast-error anomaly detection per key as a keyed DataStream operator.
+"""Anomaly detection per key as a keyed DataStream operator.
 
 The table is converted to a DataStream, keyed by the ``key`` column, and run
 through a ``KeyedProcessFunction``. Its whole per-key state is one ``ValueState``
-holding :meth:`~flinkai.anomaly.detector.SeriesDetector.snapshot`: plain data
-(the input normaliser, the error scorer, the LSTM state and the attention KV
-cache as ``float32`` bytes, the pending forecast, the last timestamp) with a
-version tag and the model version. It is part of every checkpoint and is rebuilt
-with the job's current config and model on every read; no config object is ever
-pickled into state. The model (ONNX Runtime, no torch) is loaded once per worker
-in ``open()``; each point costs one model step.
+holding the key detector's ``snapshot()``: plain data with a version tag and the
+model version. By default (``model = 'zscore'``) that is Beam's z-score window
+(float64 bytes) and Numenta's anomaly likelihood (its history as float64 bytes),
+about 57 KB per key (:mod:`flinkai.anomaly.statistical`); with a forecaster model
+it is the input normaliser, the error scorer, the LSTM state and the attention KV
+cache as ``float32`` bytes, the pending forecast and the last timestamp
+(:class:`~flinkai.anomaly.detector.SeriesDetector`). It is part of every checkpoint
+and is rebuilt with the job's current config and model on every read; no config
+object is ever pickled into state. A forecaster model (ONNX Runtime, no torch) is
+loaded once per worker in ``open()``; each point costs one model step.
 
 Used from a SQL script (the runner's ``APPLY OPERATOR`` statement)::
 
@@ -23,10 +26,17 @@ Options:
     offset, partition, payload: Optional columns carried to the output as
         ``source_offset``, ``source_partition``, ``payload_base64``, so a point
         the operator rejects reaches the dead-letter topic with its origin.
-    model: Model name under ``$FLINKAI_HOME/models/anomaly`` (``hybrid``,
-        ``lstm``) or a model folder (default ``hybrid``).
-    threshold: ``is_anomaly`` is ``score >= threshold`` (default 0.5).
-    scorer.<field>: A :class:`~flinkai.anomaly.features.ScorerConfig` field.
+    model: ``zscore`` (the default: Beam's z-score, no model files), or a forecaster:
+        a model name under ``$FLINKAI_HOME/models/anomaly`` (``hybrid``, ``lstm``)
+        or a model folder.
+    threshold: ``is_anomaly`` is ``score >= threshold`` (default
+        :class:`~flinkai.anomaly.detector.DetectorConfig`'s).
+    scorer.<field>: A :class:`~flinkai.anomaly.features.ScorerConfig` field; each
+        overrides that field of the default scorer
+        (:data:`~flinkai.anomaly.features.STREAM_NUMENTA`: Numenta's likelihood).
+        The forecasters' former scorer is ``scorer.likelihood = gaussian`` with
+        ``scorer.peak_window = 100``; a forecaster with the default scorer needs
+        ``scorer.numenta_history = 1500`` to stay inside 64 KB per key.
 
 Settings resolve, lowest precedence first: the defaults, Flink options
 ``flinkai.anomaly.<option>`` (``SET`` or ``runtime.flink_conf``), then the
@@ -54,8 +64,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from flinkai.anomaly.detector import DetectorConfig, PointRejected, SeriesDetector
+from flinkai.anomaly.detector import DetectorConfig, PointRejected
 from flinkai.anomaly.features import ScorerConfig
+from flinkai.anomaly.keyed import new_detector, restore_detector
 from flinkai.config import coerce_value
 from flinkai.errors import ConfigError
 from flinkai.functions.guard import ErrorPolicy, RowGuard, internal_error_detail
@@ -147,7 +158,9 @@ def parse_options(
         else:
             raise ConfigError(f"unknown option {prefix}{name}")
     try:
-        detector = DetectorConfig(scorer=ScorerConfig(**scorer), **settings)
+        # Scorer fields override the default scorer's, so one field never resets the rest.
+        base = DetectorConfig().scorer
+        detector = DetectorConfig(scorer=dataclasses.replace(base, **scorer), **settings)
     except ValueError as e:
         raise ConfigError(f"anomaly operator: {e}") from e
     carried = {k: options[k] for k in _CARRIED if options.get(k)}
@@ -175,7 +188,7 @@ def process_point(
     Args:
         stored: The key's snapshot, or ``None`` for a new key.
         row: ``(key, time, value, partition, offset, payload)``.
-        model: The loaded :class:`~flinkai.anomaly.step.StepModel`.
+        model: The loaded model (:func:`flinkai.anomaly.keyed.open_model`).
         config: Detector settings.
 
     Returns:
@@ -190,11 +203,7 @@ def process_point(
         return _dead(key, ts, raw_value, "missing_field", detail, carried), None
     if raw_value is None or isinstance(raw_value, bool):
         return _dead(key, ts, None, "not_finite", "value is NULL", carried), None
-    det = (
-        SeriesDetector(model, config)
-        if stored is None
-        else SeriesDetector.from_snapshot(stored, model, config)
-    )
+    det = new_detector(model, config) if stored is None else restore_detector(stored, model, config)
     try:
         result = det.update(ts, float(raw_value))
     except PointRejected as e:
@@ -235,8 +244,7 @@ def _make_process_function(opts: AnomalyOptions, udf_errors: ErrorPolicy) -> Any
     from pyflink.datastream.state import ValueStateDescriptor
 
     from flinkai import metrics
-    from flinkai.anomaly.spec import resolve_model_dir
-    from flinkai.anomaly.step import StepModel
+    from flinkai.anomaly.keyed import open_model
 
     config = opts.detector
 
@@ -247,7 +255,7 @@ def _make_process_function(opts: AnomalyOptions, udf_errors: ErrorPolicy) -> Any
             self._state = runtime_context.get_state(
                 ValueStateDescriptor("flinkai-anomaly-state", Types.PICKLED_BYTE_ARRAY())
             )
-            self._model = StepModel(resolve_model_dir(config.model))
+            self._model = open_model(config.model)
             group = metrics.flinkai_group(runtime_context.get_metrics_group())
             internal = group.counter(metrics.INTERNAL_ERRORS.name)
             self._guard = RowGuard("flinkai-anomaly", udf_errors, internal.inc)

@@ -133,7 +133,11 @@ def test_anomaly_state_survives_taskmanager_kill(
     records = [_record(p) for p in points]
     warm = WARM * len(SERIES)
     base = load_config(env={})
-    conf = {**base.runtime.flink_conf, "flinkai.anomaly.scorer.warmup": str(WARMUP)}
+    # The forecaster with its Gaussian scorer and peak gate (the operator's default is
+    # the z-score with Numenta's likelihood; this test keeps the ONNX path covered).
+    conf = {**base.runtime.flink_conf, "flinkai.anomaly.scorer.warmup": str(WARMUP),
+            "flinkai.anomaly.scorer.likelihood": "gaussian",
+            "flinkai.anomaly.scorer.peak_window": str(ScorerConfig().peak_window)}  # fmt: skip
     # 12 restarts 3 s apart: time for the new TaskManager to register on a busy host,
     # still inside the runner's transaction-timeout check (900 s).
     runtime = {"flink_conf": conf, "restart_attempts": 12, "restart_delay_ms": 3000}

@@ -164,3 +164,54 @@ def test_nab_rest_period() -> None:
     assert nab_rest_period(604) == 120
     assert nab_rest_period(3) == 1
     assert CadConfig.for_nab(1, 5, 750).rest_period == 150
+
+
+def _noisy(n: int) -> list[float]:
+    return np.random.default_rng(11).uniform(0.0, 7.0, n).round(1).tolist()
+
+
+def test_capped_store_stays_bounded_evicts_lru_and_round_trips() -> None:
+    xs = _noisy(400)
+    unbounded = CadDetector(_cfg(rest_period=3))
+    loose = CadDetector(_cfg(rest_period=3, max_contexts=100_000))
+    capped = CadDetector(_cfg(rest_period=3, max_contexts=40))
+    ref = CadDetector(_cfg(rest_period=3, max_contexts=40))
+    free_scores, loose_scores, capped_scores = [], [], []
+    seen_ids: set[int] = set()
+    for i, x in enumerate(xs):
+        free_scores.append(unbounded.update(x))
+        loose_scores.append(loose.update(x))
+        if i % 50 == 25:  # the operator's state round trip, at a few cuts
+            state = pickle.loads(pickle.dumps(capped.snapshot()))
+            capped = CadDetector.from_snapshot(state, _cfg(rest_period=3, max_contexts=40))
+        capped_scores.append(capped.update(x))
+        assert ref.update(x) == capped_scores[-1]
+        assert capped.context_count <= 40
+        ids = set(capped.snapshot()["contexts"][0::6])
+        # ids only grow: an evicted id never comes back as a new context's
+        assert all(c > max(seen_ids, default=-1) for c in ids - seen_ids)
+        seen_ids |= ids
+    assert capped.snapshot() == ref.snapshot()
+    assert unbounded.context_count > 200  # the cap was reached many times over
+    # a cap never reached changes nothing; one that evicts changes the scores
+    assert loose_scores == free_scores
+    assert capped_scores != free_scores
+    # the most recently used contexts are the ones kept
+    used = capped.snapshot()["contexts"][5::6]
+    assert min(used) >= capped.steps - 200
+
+
+def test_capped_probation_variant_round_trips_and_bad_caps_are_rejected() -> None:
+    xs = _noisy(300)
+    ref, det = ProbationRangeCad(50, 4, 30), ProbationRangeCad(50, 4, 30)
+    for i, x in enumerate(xs):
+        if i % 37 == 0:
+            det = ProbationRangeCad.from_snapshot(
+                pickle.loads(pickle.dumps(det.snapshot())), 50, 4, 30
+            )
+        assert det.update(x) == ref.update(x)
+    assert ref.detector is not None and ref.detector.context_count <= 30
+    for bad in (-1, 3):
+        with pytest.raises(DetectorInputError, match="max_contexts"):
+            _cfg(max_contexts=bad)
+    assert _cfg(max_contexts=4).max_contexts == 4  # control
