@@ -5,7 +5,8 @@
 * :mod:`flinkai.agents.train`: training both models offline (LightGBM -> ONNX);
 * :mod:`flinkai.agents.models`: the models at run time (ONNX Runtime);
 * :mod:`flinkai.agents.window`: an account's 24 h spend as plain data;
-* :mod:`flinkai.agents.graph`: the decision graph.
+* :mod:`flinkai.agents.graph`: the decision graph;
+* :mod:`flinkai.agents.draw`: the graph as a picture, from LangGraph's structure.
 
 The Flink operator is :func:`flinkai.operators.agents.decide`.
 """
