@@ -344,21 +344,44 @@ def _handle(args: argparse.Namespace) -> int:
     if args.prompts:
         profile = replace(profile, prompts=args.prompts)
     config = load_config(getattr(args, "config", None))
-    decoder = None if args.store_only or args.raw_ceiling else load_prompt_model(config).decoder
+    model = None if args.store_only or args.raw_ceiling else load_prompt_model(config)
+    decoder = model.decoder if model is not None else None
     started = time.time()
     loadavg_start = os.getloadavg()
     rows: list[dict[str, Any]] = []
     gran: dict[str, Any] = {}
     cold: dict[str, Any] = {}
     raw: dict[str, Any] = {}
+    fp16: dict[str, Any] = {}
+    if model is not None and args.fp16_check:
+        from flinkai.bench.kvcache_fp16 import fp16_token_check
+
+        fp16 = fp16_token_check(
+            model.decoder,
+            model.tokenizer.apply_chat_template,
+            share=args.cold_share,
+            block_tokens=config.llm.block_tokens,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
+        )
+        print(
+            f"fp16 storage: greedy tokens equal on {fp16['equal']} of {fp16['checked']} "
+            f"prompts ({fp16['new_tokens']} tokens each, {fp16['share']:.0%} restored); "
+            f"largest first-logit change {fp16['max_logit_delta']:.4f}"
+        )
     with tempfile.TemporaryDirectory(prefix="flinkai-bench-kv-") as work:
-        broker = None if args.bootstrap else LocalKafka(Path(work) / "kafka", port=free_port())
+        needs_kafka = not args.fp16_check
+        broker = (
+            LocalKafka(Path(work) / "kafka", port=free_port())
+            if needs_kafka and not args.bootstrap
+            else None
+        )
         if broker is not None:
             broker.start()
         try:
-            bootstrap = args.bootstrap or (broker.bootstrap if broker else None)
-            assert bootstrap is not None
-            if args.raw_ceiling:
+            bootstrap = args.bootstrap or (broker.bootstrap if broker else "")
+            if not needs_kafka:
+                pass
+            elif args.raw_ceiling:
                 from flinkai.bench.kvcache_raw import measure_raw_ceiling
 
                 raw = measure_raw_ceiling(bootstrap, runs=args.raw_runs)
@@ -375,7 +398,7 @@ def _handle(args: argparse.Namespace) -> int:
                 gran = granularity(decoder, bootstrap, 1024, config.llm.block_tokens)
             throughput = (
                 []
-                if args.cold_worker or args.raw_ceiling
+                if args.cold_worker or args.raw_ceiling or not needs_kafka
                 else _store_throughput(bootstrap, profile, config.llm.block_tokens)
             )
         finally:
@@ -403,6 +426,7 @@ def _handle(args: argparse.Namespace) -> int:
         "store_throughput": throughput,
         "cold_worker": cold,
         "raw_ceiling": raw,
+        "fp16_check": fp16,
     }
     if cold:
         _print_cold(cold)
@@ -494,12 +518,31 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--cold-share", type=float, default=0.9, help="with --cold-worker")
     parser.add_argument(
+        "--store-dtype",
+        choices=("same", "float16"),
+        default="same",
+        help="with --cold-worker: store the K/V as float32 (same) or at half precision",
+    )
+    parser.add_argument(
+        "--open-runs",
+        type=int,
+        default=5,
+        help="with --cold-worker: fresh-process store opens timed against a plain "
+        "consumer reading the same index topic (0: none)",
+    )
+    parser.add_argument(
         "--raw-ceiling",
         action="store_true",
         help="only the 1,024-token put_many / cold restore against a raw confluent-kafka "
         "producer and consumer on the same bytes (the machine's Kafka ceiling)",
     )
     parser.add_argument("--raw-runs", type=int, default=3, help="with --raw-ceiling")
+    parser.add_argument(
+        "--fp16-check",
+        action="store_true",
+        help="only the half-precision storage check: greedy tokens of the 20 chat prompts "
+        "with --cold-share of each restored at fp16, against no cache (no broker needed)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     parser.set_defaults(handler=_handle)
 
@@ -508,9 +551,17 @@ def _cold_worker_run(
     decoder: Decoder, bootstrap: str, args: argparse.Namespace, block_tokens: int
 ) -> dict[str, Any]:
     """``--cold-worker``: fill a topic, then one new process per length (see kvcache_cold)."""
-    from flinkai.bench.kvcache_cold import break_even, cold_config, fill_topic, run_cold_workers
+    from flinkai.bench.kvcache_cold import (
+        FAST_CODEC,
+        break_even,
+        cold_config,
+        fill_topic,
+        measure_open,
+        run_cold_workers,
+    )
 
-    config = cold_config(bootstrap)
+    codec = FAST_CODEC if args.store_dtype == "same" else replace(FAST_CODEC, store_dtype="float16")
+    config = cold_config(bootstrap, codec=codec)
     began = time.perf_counter()
     fill = fill_topic(
         config,
@@ -532,10 +583,21 @@ def _cold_worker_run(
         worker_argv=worker_argv,
         progress=lambda line: print(line, file=sys.stderr, flush=True),
     )
+    opened = measure_open(config, args.open_runs) if args.open_runs else {}
+    if opened:
+        print(
+            f"store open on {fill['fill_mb']:.0f} MB ({opened['index_records']} index records, "
+            f"{opened['index_bytes'] / 1e6:.1f} MB): p50 {opened['open_ms_p50']:.0f} ms; plain "
+            f"consumer reading the same index p50 {opened['floor_ms_p50']:.0f} ms "
+            f"(x{opened['open_over_floor_p50']:.2f}); runs {opened['runs']}",
+            file=sys.stderr,
+            flush=True,
+        )
     return {
         "codec": asdict(config.codec),
         "fill": fill,
         "rows": rows,
+        "open": opened,
         "break_even": break_even(rows, decoder.shape.kv_bytes_per_token),
     }
 

@@ -9,6 +9,11 @@ Its TTFT counts opening the store (the index rebuild) + lookup + restore + prefi
 of the rest + the first logits. The same process then serves a prompt of the same
 length with no cache: the baseline, measured on the same process and cores.
 
+``measure_open`` times the store's open alone, in fresh processes, against a floor
+measured in the same run: a plain librdkafka consumer that fetches the index topic's
+metadata and reads it to its end, filing nothing. The floor is what any opener of this
+topic pays on this machine; the store's open over it is what the store adds.
+
 From those figures comes the break-even: the restore bandwidth, this machine's
 prefill ms/token, and the shortest prompt for which opening the store and restoring
 beats recomputing. Nothing here asserts a speed.
@@ -37,6 +42,7 @@ __all__ = [
     "break_even",
     "fill_topic",
     "gpu_bandwidth_per_1k_tokens_s",
+    "measure_open",
     "run_cold_workers",
 ]
 
@@ -161,28 +167,13 @@ def run_cold_workers(
             "codec": config.codec.codec,
             "byte_shuffle": config.codec.byte_shuffle,
             "checksum": config.codec.checksum,
+            "store_dtype": config.codec.store_dtype,
             "block_tokens": block_tokens,
             "cold_ids": cold_ids,
             "plain_ids": plain_ids,
         }
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "flinkai.bench.kvcache_cold",
-                "--worker",
-                json.dumps(job),
-                *worker_argv,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            check=False,
-        )
-        if out.returncode != 0:
-            raise RuntimeError(f"cold worker failed: {out.stderr[-2000:]}")
         row: dict[str, Any] = {"length": length, "share": share}
-        row.update(json.loads(out.stdout.strip().splitlines()[-1]))
+        row.update(_in_new_process(job, worker_argv))
         row["x_no_cache"] = row["ttft_with_open_ms"] / row["no_cache_ttft_ms"]
         rows.append(row)
         progress(
@@ -191,6 +182,113 @@ def run_cold_workers(
             f"{row['no_cache_ttft_ms']:.0f} ms ({row['x_no_cache']:.2f}x)"
         )
     return rows
+
+
+def _in_new_process(job: dict[str, Any], argv: Sequence[str] = ()) -> dict[str, Any]:
+    """Run one ``job`` in a fresh interpreter (``--worker``) and return its JSON line."""
+    out = subprocess.run(
+        [sys.executable, "-m", "flinkai.bench.kvcache_cold", "--worker", json.dumps(job), *argv],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"cold worker failed: {out.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def measure_open(config: KafkaStoreConfig, runs: int, *, timeout_s: float = 30.0) -> dict[str, Any]:
+    """Store open against the plain-consumer floor, ``runs`` fresh processes each.
+
+    The two alternate (floor first on even runs), so drift in the machine's load hits
+    both alike. Raises ``RuntimeError`` when a process fails (a missing topic fails
+    after ``timeout_s``).
+    """
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    base = {"bootstrap": config.bootstrap, "topic": config.topic, "timeout_s": timeout_s}
+    opens: list[float] = []
+    floors: list[dict[str, Any]] = []
+    for n in range(runs):
+        order = ("floor", "open") if n % 2 == 0 else ("open", "floor")
+        for mode in order:
+            got = _in_new_process({**base, "mode": mode})
+            if mode == "open":
+                opens.append(got["open_ms"])
+            else:
+                floors.append(got)
+    floor_ms = [f["floor_ms"] for f in floors]
+    return {
+        "runs": runs,
+        "open_ms": opens,
+        "floor_ms": floor_ms,
+        "index_bytes": floors[0]["index_bytes"],
+        "index_records": floors[0]["index_records"],
+        "open_ms_p50": float(np.median(opens)),
+        "floor_ms_p50": float(np.median(floor_ms)),
+        "open_over_floor_p50": float(
+            np.median([o / f for o, f in zip(opens, floor_ms, strict=True)])
+        ),
+    }
+
+
+def _open_only(job: dict[str, Any]) -> dict[str, Any]:
+    """Open a store on the job's topic (no model loaded), and close it."""
+    config = KafkaStoreConfig(
+        bootstrap=job["bootstrap"],
+        topic=job["topic"],
+        create_topic=False,
+        request_timeout_s=float(job.get("timeout_s", 30.0)),
+    )
+    began = time.perf_counter()
+    store = KafkaSnapshotStore(config)
+    open_ms = (time.perf_counter() - began) * 1000
+    tail_records = store.tail_records
+    store.close()
+    return {"pid": os.getpid(), "open_ms": open_ms, "tail_records": tail_records}
+
+
+def _open_floor(job: dict[str, Any]) -> dict[str, Any]:
+    """A plain ``read_committed`` consumer: the index topic's metadata, then all of it."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    topic = f"{job['topic']}-index"
+    began = time.perf_counter()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": job["bootstrap"],
+            "group.id": f"flinkai-open-floor-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 10,
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+        }
+    )
+    partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    # The end is each partition's EOF event, which read_committed raises at the last
+    # stable offset (commit markers included), as the store's tail reads to it.
+    done: set[int] = set()
+    records = size = 0
+    while len(done) < len(partitions):
+        for m in consumer.consume(4096, 0.01):
+            error = m.error()
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(f"reading {topic!r}: {error}")
+                done.add(int(m.partition() or 0))
+                continue
+            records += 1
+            size += len(m.value() or b"")
+        if time.perf_counter() - began > 60:
+            raise RuntimeError(f"reading {topic!r} did not reach its end in 60 s")
+    floor_ms = (time.perf_counter() - began) * 1000
+    consumer.close()
+    return {"pid": os.getpid(), "floor_ms": floor_ms, "index_records": records, "index_bytes": size}
 
 
 def break_even(rows: Sequence[dict[str, Any]], kv_bytes_per_token: int) -> dict[str, Any]:
@@ -231,10 +329,18 @@ def _worker(job: dict[str, Any], config_path: str | None) -> dict[str, Any]:
     from flinkai.config import load_config
     from flinkai.functions.llm import load_prompt_model
 
+    mode = job.get("mode", "serve")
+    if mode == "open":
+        return _open_only(job)
+    if mode == "floor":
+        return _open_floor(job)
     decoder = load_prompt_model(load_config(config_path)).decoder
     decoder.forward([1, 2, 3])  # start-up: not in TTFT
     codec = CodecConfig(
-        codec=job["codec"], byte_shuffle=job["byte_shuffle"], checksum=job["checksum"]
+        codec=job["codec"],
+        byte_shuffle=job["byte_shuffle"],
+        checksum=job["checksum"],
+        store_dtype=job.get("store_dtype", "same"),
     )
     store_config = KafkaStoreConfig(
         bootstrap=job["bootstrap"], topic=job["topic"], codec=codec, create_topic=False
@@ -277,12 +383,14 @@ def _main() -> int:
     return 0
 
 
-def cold_config(bootstrap: str, topic: str | None = None) -> KafkaStoreConfig:
+def cold_config(
+    bootstrap: str, topic: str | None = None, *, codec: CodecConfig = FAST_CODEC
+) -> KafkaStoreConfig:
     """The store config of the cold-worker run (fast codec, a fresh topic)."""
     return KafkaStoreConfig(
         bootstrap=bootstrap,
         topic=topic or f"bench-kv-cold-{uuid.uuid4().hex[:10]}",
-        codec=FAST_CODEC,
+        codec=codec,
         request_timeout_s=60.0,
     )
 

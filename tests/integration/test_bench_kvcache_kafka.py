@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from flinkai.bench.kvcache import Profile, run_kvcache_bench
-from flinkai.bench.kvcache_cold import FAST_CODEC, cold_config, fill_topic
+from flinkai.bench.kvcache_cold import FAST_CODEC, cold_config, fill_topic, measure_open
 from flinkai.kafka.broker import LocalKafka
 from flinkai.state import KafkaSnapshotStore, KafkaStoreConfig
 from flinkai.state.bench import measure_kafka_batch
@@ -67,3 +68,55 @@ def test_a_store_opened_on_a_filled_topic_reads_only_the_index(kafka_broker: Loc
     with KafkaSnapshotStore(replace(reader_config, index_topic=False)) as scanning:
         assert scanning.tail_records >= snapshots
         assert sum(len(scanning.versions(k)) for k in scanning.snapshot_keys()) == snapshots
+
+
+def test_the_open_probe_times_fresh_processes_against_the_plain_consumer_floor(
+    kafka_broker: LocalKafka,
+) -> None:
+    decoder = FakeDecoder()
+    config = cold_config(kafka_broker.bootstrap, unique_topic("bench-kv-open"))
+    fill = fill_topic(
+        config,
+        decoder.shape,
+        model_id=decoder.model_id,
+        model_version=decoder.model_version,
+        mb=0.2,
+        block_tokens=8,
+        tokens_per_prompt=64,
+    )
+    opened = measure_open(config, runs=1)
+    assert len(opened["open_ms"]) == len(opened["floor_ms"]) == 1
+    # The floor read the whole index topic: one record per put_many of the fill.
+    assert opened["index_records"] == fill["fill_prompts"]
+    assert opened["index_bytes"] > 0
+    assert min(opened["open_ms"]) > 0 and min(opened["floor_ms"]) > 0
+    # A topic that does not exist fails the worker with its reason, not a figure.
+    with pytest.raises(RuntimeError, match="cold worker failed"):
+        measure_open(replace(config, topic=unique_topic("bench-kv-missing")), runs=1, timeout_s=2.0)
+
+
+def test_a_half_precision_store_restores_float32_blocks_from_half_the_bytes(
+    kafka_broker: LocalKafka,
+) -> None:
+    decoder = FakeDecoder()
+    half = replace(FAST_CODEC, store_dtype="float16")
+    config = cold_config(kafka_broker.bootstrap, unique_topic("bench-kv-f16"), codec=half)
+    fill = fill_topic(
+        config,
+        decoder.shape,
+        model_id=decoder.model_id,
+        model_version=decoder.model_version,
+        mb=0.1,
+        block_tokens=8,
+        tokens_per_prompt=32,
+    )
+    with KafkaSnapshotStore(replace(config, create_topic=False)) as fresh:
+        keys = fresh.snapshot_keys()
+        assert len(keys) == fill["fill_prompts"] * 4 * decoder.shape.n_layers
+        got = [s for s in fresh.get_many(keys[:3], dtype="float32") if s is not None]
+        assert len(got) == 3 and all(s.tensor.dtype == np.float32 for s in got)
+        # Every value is a float16 value widened (random float32 values almost never are).
+        for s in got:
+            np.testing.assert_array_equal(s.tensor, s.tensor.astype(np.float16).astype(np.float32))
+        # Each block travelled as float16: half of what the reader received.
+        assert fresh.stats.fetched_bytes * 2 == sum(s.tensor.nbytes for s in got)

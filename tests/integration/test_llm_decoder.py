@@ -26,46 +26,18 @@ from flinkai.llm.cache import KvCache
 from flinkai.llm.decoder import DecoderOptions, OnnxDecoder
 from flinkai.llm.errors import LlmArtifactError
 from flinkai.llm.generate import greedy
+from flinkai.llm.prompts import chat_prompts
 from flinkai.llm.tokenizer import LlmTokenizer
 
 # One reference model load plus 5 x 32 tokens on both sides; the timeout is generous
 # because a shared 2-core machine can be many times slower than an idle one.
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
-N_PROMPTS = 20
 #: The prompts decoded on both sides (their lengths: 78, 518, 143, 72, 336 tokens).
 #: Decoding all 20 took about 167 s and covered nothing these do not: the template
 #: check still runs on all 20.
 DECODED = (0, 3, 4, 8, 17)
 N_TOKENS = 32
-INSTRUCTIONS = (
-    "Summarise this news item in one sentence.",
-    "What is the topic of this article? Answer with one word, then explain.",
-    "Write a short headline for the following text.",
-    "List three facts from this text.",
-    "Explain this to a ten-year-old.",
-)
-
-
-def chat_prompts() -> list[list[dict[str, str]]]:
-    """20 chats of varied length: 1 to 8 AG News items, some with a system turn or history."""
-    texts = [text for _, text in load_ag_news(limit=120)]
-    chats: list[list[dict[str, str]]] = []
-    start = 0
-    for i in range(N_PROMPTS):
-        n_items = 1 + (i * 3) % 6
-        body = "\n".join(texts[start : start + n_items])
-        start += n_items
-        chat = [{"role": "user", "content": f"{INSTRUCTIONS[i % len(INSTRUCTIONS)]}\n\n{body}"}]
-        if i % 4 == 1:
-            chat.insert(0, {"role": "system", "content": "You are a concise news editor."})
-        if i % 7 == 3:
-            chat[-1:-1] = [
-                {"role": "user", "content": "Hello!"},
-                {"role": "assistant", "content": "Hello! How can I help you today?"},
-            ]
-        chats.append(chat)
-    return chats
 
 
 @pytest.fixture(scope="module")

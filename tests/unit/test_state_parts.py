@@ -166,6 +166,62 @@ def test_a_truncated_payload_or_unknown_compression_is_rejected() -> None:
     assert info.value.reason == "header"
 
 
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_fp16_storage_halves_the_bytes_and_reads_back_float32(codec: str) -> None:
+    config = CodecConfig(codec=codec, store_dtype="float16")  # type: ignore[arg-type]
+    tensor = (RNG.standard_normal((2, 3, 64, 64)) * 8).astype(np.float32)
+    meta, payload = encode(tensor, config, version=Version(1), model_version="m")
+    assert meta.compression == config.compression + "+f16"
+    assert meta.dtype == "float32" and meta.raw_bytes == tensor.nbytes
+    if codec == "none":
+        assert len(payload) == tensor.nbytes // 2
+    out = decode(payload, meta)
+    assert out.dtype == np.float32 and not out.flags.writeable
+    # Exactly the float16 rounding of every element: nothing else is lost or changed.
+    np.testing.assert_array_equal(out, tensor.astype(np.float16).astype(np.float32))
+    # Lossy: half keeps 11 significant bits, so the relative error is at most 2^-11.
+    assert np.abs(out - tensor).max() > 0
+    np.testing.assert_allclose(out, tensor, rtol=2.0**-11, atol=2.0**-24)
+
+
+def test_fp16_storage_keeps_full_precision_when_half_would_overflow_or_for_other_dtypes() -> None:
+    config = CodecConfig(codec="none", store_dtype="float16")
+    wide = np.array([[1.0, 70000.0]], dtype=np.float32)  # 70000 > float16's 65504
+    meta, payload = encode(wide, config, version=Version(1), model_version="m")
+    assert meta.compression == "none" and len(payload) == wide.nbytes
+    np.testing.assert_array_equal(decode(payload, meta), wide)
+    nan = np.array([1.0, np.nan], dtype=np.float32)
+    meta, _ = encode(nan, config, version=Version(1), model_version="m")
+    assert meta.compression == "none"
+    ints = np.arange(6, dtype=np.int32)
+    meta, payload = encode(ints, config, version=Version(1), model_version="m")
+    assert meta.compression == "none"
+    np.testing.assert_array_equal(decode(payload, meta), ints)
+
+
+def test_fp16_labels_that_do_not_fit_the_payload_are_corrupt() -> None:
+    config = CodecConfig(codec="none", store_dtype="float16")
+    tensor = np.ones((4, 8), dtype=np.float32)
+    meta, payload = encode(tensor, config, version=Version(1), model_version="m")
+    for label in ("none+f16+shuffle", "none+f16+f16", "none+half"):
+        odd = type(meta)(**{**meta.__dict__, "compression": label})
+        with pytest.raises(SnapshotCorruptError) as info:
+            decode(payload, odd)
+        assert info.value.reason == "header", label
+    # The label without +f16 expects twice the bytes: a size error, never a wrong tensor.
+    plain = type(meta)(**{**meta.__dict__, "compression": "none"})
+    with pytest.raises(SnapshotCorruptError) as info:
+        decode(payload, plain)
+    assert info.value.reason == "size"
+    # +f16 is only defined on float32 tensors.
+    int_meta = type(meta)(**{**meta.__dict__, "dtype": "int32"})
+    with pytest.raises(SnapshotCorruptError) as info:
+        decode(payload, int_meta)
+    assert info.value.reason == "header"
+    with pytest.raises(ValueError, match="store_dtype"):
+        CodecConfig(store_dtype="bfloat16")  # type: ignore[arg-type]
+
+
 # -- Kafka record format ----------------------------------------------------------------
 
 
