@@ -1,7 +1,8 @@
 """``flinkai bench scaling``: reactive rescaling of the embed job under load.
 
 The harness (:mod:`.harness`) runs ``jobs/embed_clicks.sql`` in application mode with
-the reactive scheduler, keeps a backlog in its 3-partition input, and adds and removes
+the reactive scheduler, keeps a backlog in its 3-partition input (``--lead-s`` seconds
+of the job's measured drain rate, :mod:`.load`), and adds and removes
 TaskManagers as the HPA's decision step (the chart's metric, target, tolerance,
 stabilisation windows and Pods policies, windows shortened) says. It reports the time
 from the signal crossing its target to the new TaskManager running tasks, the time
@@ -20,6 +21,7 @@ from typing import Any
 
 from flinkai.autoscaling.timeline import TimelineFigures, reduce_timeline
 from flinkai.bench.scaling.harness import ScalingOptions, ScalingRun, run_scaling
+from flinkai.bench.scaling.load import LoadPlan
 from flinkai.bench.shared.suite import EntryOutput, SuiteEntry
 
 __all__ = ["figures_of", "format_table", "register", "run_bench", "suite_entry"]
@@ -89,7 +91,7 @@ def _handle(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     options = ScalingOptions(
         partitions=args.partitions,
-        backlog=args.backlog,
+        load=LoadPlan(seed=args.seed, lead_s=args.lead_s, max_records=args.max_records),
         hold_s=args.hold_s,
         null_model=not args.real_model,
     )
@@ -116,7 +118,21 @@ def register(subparsers: Any) -> None:
     )
     defaults = ScalingOptions()
     p.add_argument("--partitions", type=int, default=defaults.partitions)
-    p.add_argument("--backlog", type=int, default=defaults.backlog, help="records kept waiting")
+    p.add_argument(
+        "--lead-s",
+        type=float,
+        default=defaults.load.lead_s,
+        help="input kept waiting, in seconds of the job's measured drain rate",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=defaults.load.seed,
+        help="records sent first, and the least kept waiting",
+    )
+    p.add_argument(
+        "--max-records", type=int, default=defaults.load.max_records, help="bound on all input"
+    )
     p.add_argument("--hold-s", type=float, default=defaults.hold_s)
     p.add_argument(
         "--real-model", action="store_true", help="embed with the real model, not the null one"
@@ -129,7 +145,8 @@ def register(subparsers: Any) -> None:
 
 
 def _suite_run(size: int | None) -> EntryOutput:
-    run, figures = run_bench(ScalingOptions(backlog=size or 5000), progress=lambda line: None)
+    options = ScalingOptions(load=LoadPlan(lead_s=float(size or 10)))
+    run, figures = run_bench(options, progress=lambda line: None)
     rows = [
         {
             "name": f"{f.kind} {f.before}->{f.after}",
@@ -152,12 +169,12 @@ def _suite_run(size: int | None) -> EntryOutput:
     )
 
 
-#: In ``flinkai bench suite``; size = records kept waiting.
+#: In ``flinkai bench suite``; size = seconds of the measured drain rate kept waiting.
 suite_entry = SuiteEntry(
     name="scaling",
     description="Reactive rescaling under load: signal-to-running times, drain, rate, "
     "exactly-once.",
-    sizes={"quick": 3000, "default": 5000, "full": 10000},
+    sizes={"quick": 8, "default": 10, "full": 15},
     run=_suite_run,
     chart=("name", "cross_to_running_s"),
 )

@@ -12,13 +12,20 @@ by ``embedding.batch_size`` and averaged over ``window_s`` this is the chart's
 ``ai_operator_backlog_depth``. :class:`~flinkai.autoscaling.policy.TaskManagerScaler`
 (formula, tolerance, stabilisation windows and Pods policies) turns it into a
 replica count, and the harness starts TaskManagers or stops them (SIGTERM, as a pod
-deletion does). The rescaling itself is Flink's.
+deletion does). The rescaling itself is Flink's. One change at a time: no decision is
+taken until the TaskManagers registered and the job's RUNNING parallelism match the
+replica count (the Flink operator's autoscaler also waits for a rescale to take
+effect); the plain HPA would let a second TaskManager join during the first restart
+on a slow machine, and Flink would run 1 -> 3 in one restart.
 
-Load: while ``loading``, the harness keeps about ``backlog`` records waiting in the
-input topic; once the top replica count has run for ``hold_s`` it stops adding, the
-backlog drains, and the HPA scales down (one Pods-policy step). The run ends when the
-scale-down runs and every input is committed; then the exact checker reads the
-output to its end offsets.
+Load (:mod:`.load`): while loading, the harness offers input at the job's measured
+drain rate and keeps ``lead_s`` seconds of work waiting, so the signal stands far
+above target at any machine speed until the top replica count has run for
+``hold_s``. Then it offers nothing, the backlog drains, and the HPA scales down (one
+Pods-policy step). Loading is bounded in records and in time. The run ends when the
+scale-down runs and every input is committed; a run cut short by its timeout still
+waits (bounded) for every offered record to be committed. Then the exact checker
+reads the output to its end offsets.
 """
 
 from __future__ import annotations
@@ -32,12 +39,13 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from flinkai.autoscaling.policy import PodsPolicy, ScaleStep, TaskManagerScaler
 from flinkai.autoscaling.timeline import Sample, ScaleEvent
+from flinkai.bench.scaling.load import LoadPlan, RateFollower
 
 __all__ = ["ScalingOptions", "ScalingRun", "run_scaling"]
 
@@ -53,8 +61,10 @@ class ScalingOptions:
 
     Attributes:
         partitions: Input partitions; also the HPA's ``maxReplicas`` here.
-        backlog: Records kept waiting in Kafka while loading.
+        load: The input offered while loading (:class:`~.load.LoadPlan`).
         hold_s: How long the top replica count runs under load (the rate after).
+        load_timeout_s: Loading stops after this long even short of the top count
+            (the run then fails its checks, but ends).
         tick_s: Sampling and decision period.
         window_s: The signal's averaging window (chart: 30 s).
         up_window_s / down_window_s: Stabilisation windows (chart: 30 s / 600 s).
@@ -65,7 +75,11 @@ class ScalingOptions:
         fetch_bytes: The consumer's prefetch per partition (``SOURCE_FETCH_BYTES``):
             ``pendingRecords`` does not count prefetched records, and Kafka's default
             1 MB holds thousands of click events per partition.
-        timeout_s: Bound on the whole run.
+        timeout_s: Bound on the run's scaling loop.
+        drain_wait_s: After the loop, how long to wait for every offered record to
+            be committed before the exact check (matters after a timeout).
+        offset_retries: Attempts per tick at reading the group's committed offsets
+            (the coordinator can be briefly unavailable).
         null_model: Embed with the null model (:mod:`flinkai.models.null`): the whole
             data path (Kafka, Python worker, tokeniser, ONNX Runtime, exactly-once sink)
             without the model's cost. On 2 shared cores the real model ran at 15-60
@@ -74,8 +88,9 @@ class ScalingOptions:
     """
 
     partitions: int = 3
-    backlog: int = 5000
+    load: LoadPlan = field(default_factory=LoadPlan)
     hold_s: float = 15.0
+    load_timeout_s: float = 300.0
     tick_s: float = 1.0
     window_s: float = 3.0
     up_window_s: float = 3.0
@@ -87,6 +102,8 @@ class ScalingOptions:
     bundle: int = 64
     fetch_bytes: int = 65536
     timeout_s: float = 900.0
+    drain_wait_s: float = 120.0
+    offset_retries: int = 3
     null_model: bool = True
     text_words: int = 24
 
@@ -105,6 +122,11 @@ class ScalingRun:
         exactly_once: The checker's verdict as text; ``exactly_once_ok`` its flag.
         stop_mode: How TaskManagers were removed.
         settings: The options and what the chart gave, for the JSON.
+        load_rates: ``(t, measured drain rate)`` the load followed, per tick (None
+            before the first measurement).
+        offset_read_errors: Failed reads of the group's committed offsets (retried).
+        check_s: Seconds the exact check took (reading the output to its end).
+        error: Why the run fell short (a timeout, records left uncommitted), or None.
     """
 
     target: float
@@ -120,6 +142,9 @@ class ScalingRun:
     exactly_once_ok: bool = False
     stop_mode: str = "SIGTERM (graceful TaskManager shutdown, as a pod deletion)"
     settings: dict[str, Any] = field(default_factory=dict)
+    load_rates: list[tuple[float, float | None]] = field(default_factory=list)
+    offset_read_errors: int = 0
+    check_s: float | None = None
     error: str | None = None
 
 
@@ -141,15 +166,18 @@ def _env(values: dict[str, str]) -> Iterator[None]:
 class _Probe:
     """REST and Kafka reads for one tick; every read tolerates a job mid-restart."""
 
-    def __init__(self, cluster: Any, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(
+        self, cluster: Any, bootstrap: str, group: str, topic: str, retries: int = 3
+    ) -> None:
         self.bootstrap = bootstrap
         self.cluster = cluster
         self.group = group
         self.topic = topic
+        self.retries = retries
         self.admin = self._new_admin()
         self.job_id: str | None = None
         self._metric: dict[str, str] = {}
-        self.committed_error: str | None = None
+        self.committed_errors = 0
 
     def _new_admin(self) -> Any:
         from kafka import KafkaAdminClient
@@ -201,18 +229,36 @@ class _Probe:
         return total if found else None
 
     def committed(self) -> int | None:
-        try:
-            offsets = self.admin.list_group_offsets(self.group).get(self.group) or {}
-        except Exception as e:  # coordinator moving; a fresh client reads next tick
-            if self.committed_error is None:
-                self.committed_error = f"{type(e).__name__}: {e}"
-                log.warning("reading committed offsets of %s: %s", self.group, e)
-            with contextlib.suppress(Exception):
-                self.admin.close()
-            self.admin = self._new_admin()
-            return None
-        values = [o.offset for tp, o in offsets.items() if tp.topic == self.topic and o.offset >= 0]
-        return sum(values) if values else 0
+        """Input offsets the group has committed, summed; None if no read succeeded.
+
+        The group coordinator can be briefly unavailable (``CoordinatorNotAvailable``
+        while it loads or moves): each failure gets a fresh admin client and a short
+        pause, ``retries`` attempts in all.
+        """
+        for attempt in range(self.retries):
+            try:
+                offsets = self.admin.list_group_offsets(self.group).get(self.group) or {}
+            except Exception as e:
+                self.committed_errors += 1
+                log.warning(
+                    "reading committed offsets of %s (attempt %d of %d): %s: %s",
+                    self.group,
+                    attempt + 1,
+                    self.retries,
+                    type(e).__name__,
+                    e,
+                )
+                with contextlib.suppress(Exception):
+                    self.admin.close()
+                time.sleep(0.5 * (attempt + 1))
+                with contextlib.suppress(Exception):
+                    self.admin = self._new_admin()
+                continue
+            values = [
+                o.offset for tp, o in offsets.items() if tp.topic == self.topic and o.offset >= 0
+            ]
+            return sum(values) if values else 0
+        return None
 
 
 _VOCAB = [
@@ -267,6 +313,46 @@ def _texts(n: int, words: int, start: int) -> list[bytes]:
     return out
 
 
+class _Sender:
+    """One librdkafka producer for the run: the load follows the job's rate each tick,
+    and a Python client per send cost a core's share at a few thousand records/s."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self.producer = Producer(
+            {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True}
+        )
+
+    def send(self, values: list[bytes]) -> None:
+        """Write and flush; every record acknowledged, or SetupError."""
+        from flinkai.errors import SetupError
+
+        failed: list[str] = []
+
+        def delivered(err: Any, _msg: Any) -> None:
+            if err is not None:
+                failed.append(str(err))
+
+        for v in values:
+            while True:
+                try:
+                    self.producer.produce(self.topic, v, on_delivery=delivered)
+                    break
+                except BufferError:  # local queue full: let deliveries drain it
+                    self.producer.poll(0.1)
+        left = self.producer.flush(60.0)
+        if left or failed:
+            raise SetupError(
+                f"writing the scaling input to {self.topic!r}: {left} records unflushed, "
+                f"{len(failed)} failed ({failed[:1]})"
+            )
+
+    def close(self) -> None:
+        self.producer.flush(10.0)
+
+
 def run_scaling(
     bootstrap: str,
     options: ScalingOptions | None = None,
@@ -279,7 +365,7 @@ def run_scaling(
     """
     from flinkai.autoscaling.chart import render
     from flinkai.config import load_config
-    from flinkai.kafka.admin import create_topics, produce
+    from flinkai.kafka.admin import create_topics
 
     options = options or ScalingOptions()
     chart = render()
@@ -295,9 +381,7 @@ def run_scaling(
         batch = load_config().embedding.batch_size
     run = ScalingRun(target=metric.target, batch_size=batch)
     run.settings = {
-        "options": {
-            k: (vars(v) if isinstance(v, PodsPolicy) else v) for k, v in vars(options).items()
-        },
+        "options": asdict(options),
         "chart": {
             "metric": metric.name,
             "target": metric.target,
@@ -347,10 +431,11 @@ def run_scaling(
     )
     produced = 0
 
+    sender = _Sender(bootstrap, topics["CLICKS_TOPIC"])
+
     def send(n: int) -> None:
         nonlocal produced
-        values = _texts(n, options.text_words, produced)
-        produce(bootstrap, topics["CLICKS_TOPIC"], values)
+        sender.send(_texts(n, options.text_words, produced))
         run.expected_ids.extend(f"s{i}" for i in range(produced, produced + n))
         produced += n
 
@@ -362,6 +447,8 @@ def run_scaling(
     except BaseException:
         log.warning("scaling run failed; cluster logs kept in %s", work)
         raise
+    finally:
+        sender.close()
     shutil.rmtree(work, ignore_errors=True)  # logs, checkpoints, Python worker files
     return done
 
@@ -395,14 +482,20 @@ def _run_cluster(
             start_timeout_s=240.0,
         ) as cluster,
     ):
-        probe = _Probe(cluster, bootstrap, group, topics["CLICKS_TOPIC"])
+        probe = _Probe(
+            cluster, bootstrap, group, topics["CLICKS_TOPIC"], retries=options.offset_retries
+        )
         try:
             _loop(cluster, probe, scaler, run, options, send, progress)
+            _wait_committed(probe, run, options.drain_wait_s, progress)
         finally:
+            run.offset_read_errors = probe.committed_errors
             probe.close()
-        # Every input offset is committed. The sink commits its transaction on the same
-        # checkpoint notification, so read to the end offsets while the job still runs;
-        # only missing ids (a commit still in flight) are read again, a few seconds on.
+        # Every input offset is committed (or the wait above says why not). The sink
+        # commits its transaction on the same checkpoint notification, so read to the
+        # end offsets while the job still runs; only missing ids (a commit still in
+        # flight) are read again, a few seconds on.
+        read_started = time.monotonic()
         for attempt in range(4):
             out = read_to_end_offsets(bootstrap, topics["EMBEDDINGS_TOPIC"], timeout_s=120.0)
             report = check_exactly_once(run.expected_ids, out.records)
@@ -410,12 +503,37 @@ def _run_cluster(
                 break
             time.sleep(5.0)
         dlq = read_to_end_offsets(bootstrap, topics["DLQ_TOPIC"], timeout_s=60.0)
+        run.check_s = time.monotonic() - read_started
     run.output_ids = [result_id(r) for r in out.records]
     run.dead_letters = len(dlq.records)
     run.exactly_once = str(report)
     run.exactly_once_ok = report.ok
-    progress(f"exactly-once: {report}; dead letters {run.dead_letters}")
+    progress(
+        f"exactly-once: {report}; dead letters {run.dead_letters} "
+        f"(output read and checked in {run.check_s:.1f} s)"
+    )
     return run
+
+
+def _wait_committed(
+    probe: _Probe, run: ScalingRun, wait_s: float, progress: Callable[[str], None]
+) -> None:
+    """Wait, bounded, until every offered record is committed (no more are offered).
+
+    The loop ends on that condition when the run went as planned; after a timeout the
+    job may still hold a backlog, and an exact check now would count it as missing.
+    """
+    produced = len(run.expected_ids)
+    deadline = time.monotonic() + wait_s
+    committed = probe.committed()
+    while committed != produced and time.monotonic() < deadline:
+        time.sleep(1.0)
+        committed = probe.committed()
+    if committed != produced:
+        left = "unknown" if committed is None else str(produced - committed)
+        note = f"{left} of {produced} records not committed after a {wait_s:.0f} s wait"
+        run.error = f"{run.error}; {note}" if run.error else note
+        progress(note)
 
 
 def _loop(
@@ -430,15 +548,14 @@ def _loop(
     t0 = time.monotonic()
     window: list[tuple[float, float]] = []
     replicas = 1
-    loading = True
+    follower = RateFollower(options.load)
     top_since: float | None = None
-    last_topup = -1e9
     produced = 0
 
-    def sent(n: int) -> None:
-        nonlocal produced
-        send(n)
-        produced += n
+    def stop_load(now: float, why: str) -> None:
+        follower.stop()
+        run.load_stopped_t = now
+        progress(f"{now:6.1f}s load stopped ({why}) after {produced} records")
 
     while True:
         now = time.monotonic() - t0
@@ -446,18 +563,27 @@ def _loop(
             # Keep the timeline and still run the exact check: both say what went wrong.
             run.error = f"scaling run did not finish within {options.timeout_s:.0f} s"
             progress(run.error)
+            if not follower.stopped:
+                stop_load(now, "timeout")
             return
         parallelism, running, vertices = probe.job()
         pending = probe.pending(vertices) if running else None
         committed = probe.committed()
+        follower.observe(now, committed, running, parallelism)
+        run.load_rates.append((now, follower.rate))
         if pending is not None:
             window.append((now, pending / run.batch_size))
         window = [(t, v) for t, v in window if t >= now - options.window_s]
         signal = sum(v for _, v in window) / len(window) if window else None
         proposal = None
-        if not (running and pending is not None and signal is not None and parallelism):
+        registered = len(cluster.registered_taskmanagers() or [])
+        settled = registered == replicas and parallelism == replicas
+        if not (running and pending is not None and signal is not None and settled):
             # No decision without a current metric (the job restarting): the HPA skips
-            # it, and counts pods without metrics as at target for a scale-down.
+            # it, and counts pods without metrics as at target for a scale-down. Nor
+            # while the last change is still being applied (one rescale at a time, as
+            # the Flink operator's autoscaler): otherwise a TaskManager that registers
+            # during the restart for the one before merges both (p 1 -> 3).
             scaler.hold(replicas)
         else:
             step = scaler.step(replicas, signal)
@@ -475,7 +601,6 @@ def _loop(
                 for _ in range(replicas - step.desired):
                     cluster.stop_taskmanager()
                 replicas = step.desired
-        registered = len(cluster.registered_taskmanagers() or [])
         run.samples.append(
             Sample(
                 now,
@@ -490,29 +615,26 @@ def _loop(
                 produced,
             )
         )
+        rate = "-" if follower.rate is None else f"{follower.rate:.0f}/s"
         progress(
             f"{now:6.1f}s tm={replicas}/{registered} p={parallelism} "
             f"{'RUNNING' if running else '-'} pending={pending} signal="
-            f"{'-' if signal is None else f'{signal:.1f}'} committed={committed}/{produced}"
+            f"{'-' if signal is None else f'{signal:.1f}'} committed={committed}/{produced} "
+            f"drain={rate}"
         )
-        if loading:
-            if produced == 0 or (
-                pending is not None
-                and pending < options.backlog / 2
-                and now - last_topup >= 2.0
-                and produced - (committed or 0) < 3 * options.backlog
-            ):
-                # Refill to the backlog. pendingRecords lags the topic by a fetch and reads
-                # 0 while the source warms up, so never more than three backlogs beyond
-                # what the job has committed.
-                sent(options.backlog if produced == 0 else options.backlog - int(pending or 0))
-                last_topup = now
+        if not follower.stopped:
+            offer = follower.offer(now, produced, committed, pending)
+            if offer:
+                send(offer)
+                produced += offer
             at_top = replicas == options.partitions and running and parallelism == replicas
             top_since = (top_since or now) if at_top else None
             if top_since is not None and now - top_since >= options.hold_s:
-                loading = False
-                run.load_stopped_t = now
-                progress(f"{now:6.1f}s load stopped after {produced} records")
+                stop_load(now, f"top count ran {options.hold_s:g} s")
+            elif now >= options.load_timeout_s:
+                stop_load(now, f"not at the top count within {options.load_timeout_s:.0f} s")
+            elif produced >= options.load.max_records:
+                stop_load(now, f"record bound {options.load.max_records}")
         elif (
             any(e.after < e.before for e in run.events)
             and running

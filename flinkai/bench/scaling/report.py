@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,9 @@ def payload(run: ScalingRun, figures: TimelineFigures, machine: dict[str, Any]) 
         },
         "events": [asdict(e) | {"kind": e.kind} for e in run.events],
         "samples": [asdict(s) for s in run.samples],
+        "load_rates": [{"t": t, "drain_rate": r} for t, r in run.load_rates],
+        "offset_read_errors": run.offset_read_errors,
+        "check_s": run.check_s,
         "error": run.error,
     }
 
@@ -49,6 +53,7 @@ def draw_timeline(run: ScalingRun, path: Path) -> Path:
     """Four stacked panels over time, scale decisions as vertical lines."""
     import matplotlib
 
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # font search at -v
     matplotlib.use("Agg")  # files only; no display on a server
     import matplotlib.pyplot as plt
 
@@ -69,7 +74,16 @@ def draw_timeline(run: ScalingRun, path: Path) -> Path:
     tms.set_ylabel("TaskManagers")
     tms.legend(loc="upper left", fontsize=8)
     series = rate_series(s, RATE_WINDOW_S)
-    rate.plot([p[0] for p in series], [p[1] for p in series], "-")
+    rate.plot([p[0] for p in series], [p[1] for p in series], "-", label="committed")
+    followed = [(t, r) for t, r in run.load_rates if r is not None]
+    if followed:
+        rate.plot(
+            [p[0] for p in followed],
+            [p[1] for p in followed],
+            "--",
+            label="drain rate the load follows",
+        )
+    rate.legend(loc="upper left", fontsize=8)
     rate.set_ylabel(f"committed input\nrecords/s ({RATE_WINDOW_S:.0f} s)")
     signal.plot(
         t,
