@@ -169,6 +169,9 @@ def kafka_store_config(config: Config) -> KafkaStoreConfig:
         cache_max_bytes=llm.cache_max_bytes,
         cache_ttl_s=llm.cache_ttl_s,
         security=config.kafka.security,
+        codec=CodecConfig(
+            codec=llm.store_codec, checksum=llm.store_checksum, store_dtype=llm.store_dtype
+        ),
     )
 
 

@@ -43,6 +43,7 @@ def test_config_is_frozen_and_round_trips_through_json() -> None:
     [
         ("kafka: {bootstrap_servrs: x}", "unknown key"),
         ("onnx: {provider: gpu}", "not one of"),
+        ("llm: {store_dtype: bfloat16}", "not one of"),
         ("embedding: {batch_size: many}", "expected int"),
         ("embedding: {batch_size: 0}", "batch_size must be >= 1"),
         ("embedding: {max_padding: -0.5}", "max_padding must be >= 0"),

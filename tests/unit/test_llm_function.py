@@ -13,6 +13,7 @@ from flinkai.functions.llm import (
     Prompt,
     Rejected,
     build_store,
+    kafka_store_config,
     parse_options,
     parse_prompt,
 )
@@ -105,3 +106,13 @@ def test_completion_rows_with_reuse_and_errors_as_data() -> None:
 def test_build_store_follows_the_config() -> None:
     assert build_store(config(store="none")) is None
     assert isinstance(build_store(config(store="memory")), InMemorySnapshotStore)
+
+
+def test_the_kafka_store_codec_comes_from_the_llm_section() -> None:
+    default = kafka_store_config(config(store="kafka")).codec
+    assert (default.codec, default.checksum, default.store_dtype) == ("zstd", "sha256", "same")
+    fast = kafka_store_config(
+        config(store="kafka", store_codec="none", store_checksum="xxh3_128", store_dtype="float16")
+    ).codec
+    assert fast.compression == "none"
+    assert (fast.checksum, fast.store_dtype) == ("xxh3_128", "float16")
