@@ -39,9 +39,35 @@ from flinkai.bench.shared.broker import broker
 from flinkai.bench.shared.rss import RssSampler, process_kind, tree_usage
 from flinkai.bench.shared.suite import SuiteEntry
 
-__all__ = ["AgentsOptions", "LegResult", "register", "run_agents", "suite_entry"]
+__all__ = [
+    "FLOOR_LEGS",
+    "JOB_VARIANTS",
+    "AgentsOptions",
+    "LegResult",
+    "register",
+    "run_agents",
+    "step_costs",
+    "suite_entry",
+]
 
 LEGS = ("raw", "services", "job")
+#: Variants of the job leg: ``jobs/risk_decisions.sql`` with another operator named, or
+#: settings added. ``job-fixed``: a fixed decision (parse only); ``job-state``: + the
+#: keyed ValueState read and write; the real operator is ``job``
+#: (:mod:`flinkai.bench.agents_floor`). ``*-pykey``: keyed by PyFlink's ``key_by`` (a
+#: Python key selector), the wiring before the key moved to the JVM. ``job-thread``: the
+#: real operator in PyFlink's thread mode (Python embedded in the TaskManager's JVM; no
+#: Python worker, no bundles, no gRPC state requests); measured slower here, not in
+#: ``--floor``.
+JOB_VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
+    "job-fixed-pykey": ("flinkai.bench.agents_floor.fixed_python_key", {}),
+    "job-fixed": ("flinkai.bench.agents_floor.fixed", {}),
+    "job-state": ("flinkai.bench.agents_floor.state_only", {}),
+    "job-pykey": ("flinkai.bench.agents_floor.decide_python_key", {}),
+    "job-thread": ("flinkai.operators.agents.decide", {"python.execution-mode": "thread"}),
+}
+FLOOR_LEGS = ("job-fixed-pykey", "job-fixed", "job-state", "job-pykey", "job")
+_OPERATOR = "flinkai.operators.agents.decide"
 
 
 @dataclass(frozen=True)
@@ -300,16 +326,26 @@ def run_services(bootstrap: str, pool: Sequence[dict[str, Any]], models: Path | 
 
 
 def run_job(bootstrap: str, pool: Sequence[dict[str, Any]], models: Path | None,
-            accounts: Path | None, options: AgentsOptions) -> LegResult:  # fmt: skip
-    """``jobs/risk_decisions.sql`` on the MiniCluster, unbounded, at-least-once."""
+            accounts: Path | None, options: AgentsOptions, leg: str = "job") -> LegResult:  # fmt: skip
+    """``jobs/risk_decisions.sql`` on the MiniCluster, unbounded, at-least-once.
+
+    A ``leg`` of :data:`JOB_VARIANTS` runs the same script with that operator named
+    in the ``APPLY OPERATOR`` statement and those settings added.
+    """
     from flinkai.config import load_config
     from flinkai.kafka.admin import create_topics
     from flinkai.paths import repo_root
-    from flinkai.runtime.runner import RunOptions, run_script
+    from flinkai.runtime.runner import RunOptions, default_udf_dirs, run_script
 
     root = repo_root()
     if root is None:
         raise FileNotFoundError("jobs/risk_decisions.sql: run from a source checkout")
+    script = root / "jobs" / "risk_decisions.sql"
+    if leg in JOB_VARIANTS:
+        operator, settings = JOB_VARIANTS[leg]
+        if settings.get("python.execution-mode") == "thread":
+            settings = {**settings, "python.pythonpath": _embedded_pythonpath()}
+        script = _with_operator(script, operator, settings)
     run = uuid.uuid4().hex[:8]
     topics = (f"agents-job-in-{run}", f"agents-job-out-{run}")
     dlq = f"agents-job-dlq-{run}"
@@ -322,8 +358,9 @@ def run_job(bootstrap: str, pool: Sequence[dict[str, Any]], models: Path | None,
     }  # fmt: skip
 
     def start() -> Any:
-        return run_script(root / "jobs" / "risk_decisions.sql", load_config(),
-                          RunOptions(variables=variables, wait=False))  # fmt: skip
+        return run_script(script, load_config(),
+                          RunOptions(variables=variables, wait=False,
+                                     udf_dirs=default_udf_dirs(root / "jobs" / "x.sql")))  # fmt: skip
 
     def stop(result: Any) -> None:
         client = getattr(result, "job_client", None)
@@ -332,7 +369,99 @@ def run_job(bootstrap: str, pool: Sequence[dict[str, Any]], models: Path | None,
             with contextlib.suppress(Exception):
                 client.cancel().result()
 
-    return _kafka_leg("job", bootstrap, topics, pool, options, start, stop, 600)
+    return _kafka_leg(leg, bootstrap, topics, pool, options, start, stop, 600)
+
+
+def _embedded_pythonpath() -> str:
+    """``sys.path`` for Python embedded in the JVM (thread mode): this interpreter's
+    site-packages and flinkai's source folder. The embedded interpreter starts from the
+    system's library and does not see the virtualenv (``No module named 'pemja'``)."""
+    import sysconfig
+
+    import flinkai
+
+    return os.pathsep.join(
+        [sysconfig.get_paths()["purelib"], str(Path(flinkai.__file__).parents[1])]
+    )
+
+
+def _with_operator(script: Path, operator: str, settings: dict[str, str]) -> Path:
+    """A copy of ``script`` (in a temporary folder) naming ``operator``, plus ``settings``."""
+    import tempfile
+
+    text = script.read_text(encoding="utf-8")
+    if text.count(f"'{_OPERATOR}'") != 1:
+        raise ValueError(f"{script}: expected one APPLY OPERATOR '{_OPERATOR}'")
+    text = text.replace(f"'{_OPERATOR}'", f"'{operator}'")
+    # Settings go first: an operator reads some (the execution mode) when it is built.
+    text = "".join(f"SET '{k}' = '{v}';\n" for k, v in settings.items()) + text
+    folder = Path(tempfile.mkdtemp(prefix="flinkai-agents-floor-"))
+    copy = folder / script.name
+    copy.write_text(text, encoding="utf-8")
+    return copy
+
+
+def step_costs(pool: Sequence[dict[str, Any]], models: Path | None, accounts: Path | None,
+               n: int = 400) -> dict[str, float]:  # fmt: skip
+    """Microseconds per event of the operator's Python steps, in this process, no Flink.
+
+    ``parse``: validating the raw bytes; ``window``: rebuilding the spend window from
+    its snapshot, reading it and writing the new snapshot; ``graph``: one LangGraph
+    invoke with both models; ``nodes``: the same node functions called directly
+    (what LangGraph adds is ``graph - nodes``); ``pickle``: the snapshot through
+    pickle both ways, as the state backend stores it.
+    """
+    import pickle
+
+    from flinkai.agents.data import load_accounts
+    from flinkai.agents.graph import RiskGraph, after_credit, after_fraud, decide_node, limit_node
+    from flinkai.agents.models import RiskModels
+    from flinkai.agents.transactions import Transaction, parse_transaction
+    from flinkai.agents.window import SpendWindow
+
+    graph = RiskGraph.from_models(RiskModels(models))
+    table = load_accounts(accounts)
+    raws = [json.dumps(e).encode() for e in _events(n, "s", pool)]
+    txs = [t for t in map(parse_transaction, raws) if isinstance(t, Transaction)]
+    snap = SpendWindow().add(0, 1.0).add(1, 2.0).snapshot()
+
+    def timed(fn: Callable[[Any], Any], items: Sequence[Any]) -> float:
+        for item in items[:50]:  # warm-up: first calls are slower
+            fn(item)
+        t0 = time.perf_counter()
+        for item in items:
+            fn(item)
+        return (time.perf_counter() - t0) * 1e6 / len(items)
+
+    def window(tx: Any) -> None:
+        w = SpendWindow.from_snapshot(snap)
+        w.spend(tx.ts_ms)
+        w.add(tx.ts_ms, tx.amount).snapshot()
+
+    def state(tx: Any) -> Any:
+        a = table.get(tx.account_id)
+        return {"tx_id": tx.tx_id, "account_id": tx.account_id, "ts_ms": tx.ts_ms,
+                "amount": tx.amount, "features": tuple(tx.features),
+                "credit_limit": None if a is None else a.credit_limit,
+                "credit_features": None if a is None else a.features,
+                "spend_24h": 0.0, "reasons": [], "path": []}  # fmt: skip
+
+    def nodes(tx: Any) -> None:
+        s: Any = state(tx)
+        s = {**s, **graph.fraud_node(s)}
+        if after_fraud(s) == "credit":
+            s = {**s, **graph.credit_node(s)}
+            if after_credit(s) == "limit":
+                s = {**s, **limit_node(s)}
+        decide_node(s)
+
+    return {
+        "parse_us": timed(parse_transaction, raws),
+        "window_us": timed(window, txs),
+        "pickle_us": timed(lambda _: pickle.loads(pickle.dumps(snap)), txs),
+        "graph_us": timed(lambda tx: graph.invoke(state(tx)), txs),
+        "nodes_us": timed(nodes, txs),
+    }
 
 
 def run_agents(
@@ -363,8 +492,8 @@ def run_agents(
                 legs[leg] = run_raw(pool, models, accounts, options)
             elif leg == "services":
                 legs[leg] = run_services(servers, pool, models, accounts, options)
-            elif leg == "job":
-                legs[leg] = run_job(servers, pool, models, accounts, options)
+            elif leg == "job" or leg in JOB_VARIANTS:
+                legs[leg] = run_job(servers, pool, models, accounts, options, leg)
             r = legs[leg]
             progress(f"{leg}: max {r.max_qps:.0f}/s, p50/p99 at {r.paced_rate:.0f}/s "
                      f"{r.p50_ms} / {r.p99_ms} ms")  # fmt: skip
@@ -372,6 +501,10 @@ def run_agents(
         "options": asdict(options),
         "legs": {k: asdict(v) for k, v in legs.items()},
     }
+    if any(leg in JOB_VARIANTS for leg in legs):
+        # Wall ms per decision at the drain rate, each step against the one before.
+        out["floor_ms_per_decision"] = {k: 1000.0 / v.max_qps for k, v in legs.items()}
+        out["step_costs_us"] = step_costs(pool, models, accounts)
     if "job" in legs and "services" in legs:
         ratio = legs["job"].max_qps / legs["services"].max_qps
         out["job_over_services_max_qps"] = ratio
@@ -392,6 +525,11 @@ def format_table(result: dict[str, Any]) -> str:
         lines.append(f"{r['leg']:<9} {r['max_qps']:>8.1f} {r['paced_rate']:>8.1f} {p50:>8} "
                      f"{p99:>8} {r['cpu_ms_per_decision']:>10.2f} {r['peak_rss_mb']:>11.0f} "
                      f"{r['received']:>5}/{r['sent']:<4}")  # fmt: skip
+    if "floor_ms_per_decision" in result:
+        lines.append("wall ms per decision at max rate: " + ", ".join(
+            f"{k} {v:.2f}" for k, v in result["floor_ms_per_decision"].items()))  # fmt: skip
+        lines.append("in-process us per event: " + ", ".join(
+            f"{k} {v:.0f}" for k, v in result["step_costs_us"].items()))  # fmt: skip
     if "job_over_services_max_qps" in result:
         lines.append(f"job / services max QPS: {result['job_over_services_max_qps']:.2f}x "
                      f"(target >= 3x); targets: {result['targets']}")  # fmt: skip
@@ -402,11 +540,13 @@ def _handle(args: argparse.Namespace) -> int:
     options = AgentsOptions(
         events=args.events or (400 if args.quick else 1500),
         seconds=args.seconds or (8.0 if args.quick else 20.0),
-        legs=tuple(args.legs.split(",")) if args.legs else LEGS,
-    )
-    unknown = [leg for leg in options.legs if leg not in LEGS]
+        legs=tuple(args.legs.split(",")) if args.legs else (
+            ("services", *FLOOR_LEGS) if args.floor else LEGS),
+    )  # fmt: skip
+    known = (*LEGS, *JOB_VARIANTS)
+    unknown = [leg for leg in options.legs if leg not in known]
     if unknown:
-        print(f"bench agents: unknown leg(s) {unknown}; expected {list(LEGS)}")
+        print(f"bench agents: unknown leg(s) {unknown}; expected {list(known)}")
         return 2
     result = run_agents(
         options,
@@ -435,7 +575,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--quick", action="store_true", help="400 events, 8 s paced")
     parser.add_argument("--events", type=int, help="burst size for max QPS (1500)")
     parser.add_argument("--seconds", type=float, help="paced run length (20)")
-    parser.add_argument("--legs", help=f"comma-separated subset of {','.join(LEGS)}")
+    parser.add_argument("--legs", help=f"comma-separated subset of {','.join(LEGS)} and the "
+                        f"job variants {','.join(JOB_VARIANTS)}")  # fmt: skip
+    parser.add_argument("--floor", action="store_true",
+                        help="where the job's time goes: the services, then the job with a "
+                        "fixed-decision operator (Python and JVM keying), + keyed state, the "
+                        "real operator (Python and JVM keying); plus in-process step costs")  # fmt: skip
     parser.add_argument("--models", metavar="DIR", help="risk model folder")
     parser.add_argument("--accounts", metavar="CSV", help="account table")
     parser.add_argument("--bootstrap", help="use this broker instead of starting one")

@@ -53,7 +53,15 @@ from flinkai.functions.guard import ErrorPolicy, RowGuard, internal_error_detail
 if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment, Table
 
-__all__ = ["DECISION_FIELDS", "DecideOptions", "decide", "parse_options", "process_transaction"]
+__all__ = [
+    "DECISION_FIELDS",
+    "DecideOptions",
+    "decide",
+    "decision_type_info",
+    "keyed_decisions",
+    "parse_options",
+    "process_transaction",
+]
 
 #: Columns of :func:`decide`'s output, in order.
 DECISION_FIELDS = (
@@ -192,32 +200,69 @@ def decide(t_env: StreamTableEnvironment, table: Table, options: Mapping[str, st
     Raises:
         ConfigError: Bad options or missing columns.
     """
-    from pyflink.common import Types
-    from pyflink.table.expressions import col, null_of
-    from pyflink.table.types import DataTypes
-
     from flinkai.operators.anomaly import _udf_errors
 
     opts = parse_options(options)
-    columns = table.get_resolved_schema().get_column_names()
+    return keyed_decisions(t_env, table, opts, _make_process_function(opts, _udf_errors(t_env)))
+
+
+def keyed_decisions(
+    t_env: StreamTableEnvironment, table: Table, opts: DecideOptions, function: Any
+) -> Table:
+    """The job's wiring: ``table`` keyed by ``opts.key`` into ``function``.
+
+    ``function`` is a ``KeyedProcessFunction`` that takes ``Row(key, payload, partition,
+    offset)`` and yields rows of :data:`DECISION_FIELDS`. The key is set on the JVM side:
+    PyFlink's ``key_by`` would add a Python operator in front of the exchange just to
+    compute it, a second round trip through a Python worker for every event. The
+    table is shaped as ``(key, Row(key, payload, partition, offset))``, the layout
+    that operator produces, and partitioned on its first field by Flink's own
+    ``KeyByKeySelector``. (``flinkai bench agents --floor`` measures both.)
+
+    Raises:
+        ConfigError: Missing columns.
+    """
+    from pyflink.common import Types
+    from pyflink.datastream.data_stream import KeyedStream
+    from pyflink.java_gateway import get_gateway
+    from pyflink.table.expressions import col, null_of, row
+    from pyflink.table.types import DataTypes, VarCharType
+
+    schema = table.get_resolved_schema()
+    columns = schema.get_column_names()
     wanted = [c for c in (opts.key, opts.payload, opts.partition, opts.offset) if c]
     absent = [c for c in wanted if c not in columns]
     if absent:
         raise ConfigError(f"column(s) {absent} not in the input; it has {columns}")
-    partition = col(opts.partition) if opts.partition else null_of(DataTypes.INT())
-    offset = col(opts.offset) if opts.offset else null_of(DataTypes.BIGINT())
-    rows = t_env.to_data_stream(
-        table.select(col(opts.key).cast(DataTypes.STRING()), col(opts.payload), partition, offset)
+    int_, bigint = DataTypes.INT(), DataTypes.BIGINT()
+    partition = col(opts.partition).cast(int_) if opts.partition else null_of(int_)
+    offset = col(opts.offset).cast(bigint) if opts.offset else null_of(bigint)
+    key = col(opts.key).cast(DataTypes.STRING())
+    # BYTES (raw) or STRING (base64); process_transaction takes either.
+    is_text = isinstance(schema.get_column_data_types()[columns.index(opts.payload)], VarCharType)
+    payload = col(opts.payload).cast(DataTypes.STRING() if is_text else DataTypes.BYTES())
+    value_type = Types.ROW([Types.STRING(),
+                            Types.STRING() if is_text else Types.PRIMITIVE_ARRAY(Types.BYTE()),
+                            Types.INT(), Types.LONG()])  # fmt: skip
+    shaped = table.select(key, row(key, payload, partition, offset))
+    rows = t_env.to_append_stream(shaped, Types.ROW([Types.STRING(), value_type]))
+    keyed = KeyedStream(
+        rows._j_data_stream.keyBy(
+            get_gateway().jvm.KeyByKeySelector(),
+            Types.ROW([Types.STRING()]).get_java_type_info(),
+        ),
+        value_type,
+        rows,
     )
+    out = keyed.process(function, output_type=decision_type_info())
+    return t_env.from_data_stream(out.name("flinkai-risk-decide"))
+
+
+def decision_type_info() -> Any:
+    """PyFlink's type of an output row (:data:`DECISION_FIELDS`)."""
+    from pyflink.common import Types
+
     s, d, b = Types.STRING(), Types.DOUBLE(), Types.BOOLEAN()
     types = [s, s, Types.LONG(), d, b, s, d, s, d, d, d, s, s, s, s, s, s,
              Types.INT(), Types.LONG(), s]  # fmt: skip
-    out = (
-        rows.key_by(lambda r: str(r[0]), key_type=Types.STRING())
-        .process(
-            _make_process_function(opts, _udf_errors(t_env)),
-            output_type=Types.ROW_NAMED(list(DECISION_FIELDS), types),
-        )
-        .name("flinkai-risk-decide")
-    )
-    return t_env.from_data_stream(out)
+    return Types.ROW_NAMED(list(DECISION_FIELDS), types)
