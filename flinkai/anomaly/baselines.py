@@ -22,11 +22,11 @@ trees expect features in [0, 1]), scored then learnt the same way.
 from __future__ import annotations
 
 import math
+from array import array
 from collections import deque
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-import numpy as np
 from sortedcontainers import SortedList
 
 __all__ = [
@@ -84,7 +84,9 @@ class ZScore:
     """Beam's ``ZScore`` with its default sliding trackers (window 1,000)."""
 
     def __init__(self, window: int = DEFAULT_WINDOW) -> None:
-        self._queue: deque[float] = deque()
+        # A float64 array, oldest first: the operator's state round trip copies it as
+        # bytes in one step (a deque would cost one Python float per value).
+        self._queue: array[float] = array("d")
         self._window = window
         self._n = 0
         self._mean = 0.0
@@ -96,7 +98,8 @@ class ZScore:
         delta1 = x - self._mean
         old: float | None = None
         if len(self._queue) >= self._window:
-            old = self._queue.popleft()
+            old = self._queue[0]
+            del self._queue[0]
             self._n -= 1
         self._queue.append(x)
         delta2 = self._mean - old if old is not None else 0.0
@@ -107,7 +110,7 @@ class ZScore:
 
     def snapshot(self) -> dict[str, Any]:
         """Plain data: the window as float64 bytes (oldest first) and the running sums."""
-        values = np.asarray(self._queue, dtype=np.float64).tobytes()
+        values = self._queue.tobytes()
         return {"window": self._window, "n": self._n, "mean": self._mean, "m2": self._m2,
                 "values": values}  # fmt: skip
 
@@ -120,13 +123,14 @@ class ZScore:
                 count that does not match them).
         """
         det = cls(int(snap["window"]))
-        values = np.frombuffer(snap["values"], dtype=np.float64).tolist()
+        values: array[float] = array("d")
+        values.frombytes(snap["values"])
         if len(values) > det._window or int(snap["n"]) != len(values):
             raise ValueError(
                 f"z-score snapshot holds {len(values)} values for n={snap['n']} "
                 f"and window {det._window}"
             )
-        det._queue = deque(values)
+        det._queue = values
         det._n, det._mean, det._m2 = len(values), float(snap["mean"]), float(snap["m2"])
         return det
 

@@ -43,6 +43,7 @@ operator's 64 KB per-key budget; a smaller ``historic_window`` fits).
 from __future__ import annotations
 
 import math
+from array import array
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -197,8 +198,10 @@ class NumentaLikelihood:
 
     config: NumentaConfig = field(default_factory=NumentaConfig)
     iteration: int = 0
-    raw: deque[float] = field(default_factory=deque)
-    values: deque[float] = field(default_factory=deque)
+    # float64 arrays, not deques: the operator rebuilds them from bytes at every point,
+    # and an array does that in one copy instead of one Python float per element.
+    raw: array[float] = field(default_factory=lambda: array("d"))
+    values: array[float] = field(default_factory=lambda: array("d"))
     dist: Gaussian | None = None
     recent: deque[float] = field(default_factory=deque)
     prev_tail: float | None = None
@@ -241,12 +244,12 @@ class NumentaLikelihood:
         cfg = self.config
         shifted_out = max(0, self.iteration - cfg.historic_window)
         skip = min(self.iteration, max(0, cfg.learning_period - shifted_out))
-        raw = np.fromiter(self.raw, dtype=np.float64, count=len(self.raw))
-        values = np.fromiter(self.values, dtype=np.float64, count=len(self.values))
+        raw = np.frombuffer(self.raw, dtype=np.float64).copy()
+        values = np.frombuffer(self.values, dtype=np.float64).copy()
         self.dist = _fit(raw, values, skip, cfg.averaging_window)
         # The moving average continues from the history's last raw scores, and the
         # previous tail is that of the history's last average under the new fit.
-        tail = list(self.raw)[-cfg.averaging_window :]
+        tail = self.raw[-cfg.averaging_window :].tolist()
         self.recent = deque(tail)
         if tail:
             self.prev_tail = tail_probability(sum(tail) / len(tail), self.dist)
@@ -255,9 +258,10 @@ class NumentaLikelihood:
         cfg = self.config
         self.raw.append(raw_score)
         self.values.append(value)
-        while len(self.raw) > cfg.historic_window:
-            self.raw.popleft()
-            self.values.popleft()
+        excess = len(self.raw) - cfg.historic_window
+        if excess > 0:
+            del self.raw[:excess]
+            del self.values[:excess]
         self.iteration += 1
         self.lo = value if self.lo is None else min(self.lo, value)
         self.hi = value if self.hi is None else max(self.hi, value)
@@ -266,8 +270,8 @@ class NumentaLikelihood:
         """Plain data: numbers, float64 byte strings, None."""
         return {
             "iteration": self.iteration,
-            "raw": np.asarray(self.raw, dtype=np.float64).tobytes(),
-            "values": np.asarray(self.values, dtype=np.float64).tobytes(),
+            "raw": self.raw.tobytes(),
+            "values": self.values.tobytes(),
             "dist": None if self.dist is None else [self.dist.mean, self.dist.variance],
             "recent": list(self.recent),
             "prev_tail": self.prev_tail,
@@ -277,8 +281,13 @@ class NumentaLikelihood:
 
     @classmethod
     def from_snapshot(cls, snap: Mapping[str, Any], config: NumentaConfig) -> NumentaLikelihood:
-        def floats(blob: bytes) -> deque[float]:
-            return deque(np.frombuffer(blob, dtype=np.float64).tolist()[-config.historic_window :])
+        def floats(blob: bytes) -> array[float]:
+            out = array("d")
+            out.frombytes(blob)
+            excess = len(out) - config.historic_window
+            if excess > 0:
+                del out[:excess]
+            return out
 
         dist = snap["dist"]
         return cls(
