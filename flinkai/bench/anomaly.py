@@ -4,8 +4,10 @@ Every detector sees every series of a NAB-layout folder point by point, scoring
 each point before learning it. Detectors:
 
 * ``hybrid``: the LSTM + attention forecaster (ONNX step, :mod:`flinkai.anomaly`),
-  run exactly as the Flink operator runs it: per point the key's state is
-  unpickled, rebuilt (:meth:`SeriesDetector.from_snapshot`), updated and pickled.
+  run as the Flink operator runs it with ``model = 'hybrid'``: per point the key's
+  state is unpickled, rebuilt (:meth:`SeriesDetector.from_snapshot`), updated and
+  pickled. Its operator scorer is the forecasters' Gaussian one (``ScorerConfig()``,
+  the operator's default before ``zscore``) unless ``--operator-scorer`` says otherwise.
 * ``lstm``: the same without the attention layer (the ablation).
 * ``zscore``, ``robust_zscore``, ``iqr``: Apache Beam's definitions
   (:mod:`flinkai.anomaly.baselines`).
