@@ -36,6 +36,7 @@ def test_backlog_scales_up_twice_and_down_once_exactly_once(
     timeline += "\n" + "\n".join(lines[-30:])
     print("\n".join(lines))  # every sample: shown with -s, and when an assert fails
     assert run.error is None, f"{run.error}; {run.exactly_once}\n{timeline}"
+    assert not run.replaced, f"TaskManagers exited on their own: {run.replaced}\n{timeline}"
     figures = reduce_timeline(
         run.samples, run.events, target=run.target, load_stopped_t=run.load_stopped_t
     )

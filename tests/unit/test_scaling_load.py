@@ -16,7 +16,8 @@ def test_seed_first_then_nothing_without_a_reading() -> None:
     # step_gain x that per second since the last offer, up to the seed waiting.
     assert f.offer(3.0, 1000, 0, 900.0) == 0  # 100 short: under min_offer, waits
     assert f.offer(4.0, 1000, 0, 500.0) == 200  # 500 short, but 2 x 100/s x 1 s
-    assert f.offer(14.0, 1200, 0, 0.0) == 2000  # nothing waiting: starved_gain x target
+    assert f.offer(14.0, 1200, 0, 0.0) == 1000  # one empty reading: the target
+    assert f.offer(24.0, 2200, 1200, 0.0) == 2000  # two in a row: starved_gain x target
 
 
 def test_rate_between_commit_points_at_one_parallelism() -> None:
@@ -42,6 +43,21 @@ def test_a_new_parallelism_keeps_the_last_rate_until_measured() -> None:
     assert f.rate == pytest.approx(1000.0)
     f.observe(30.0, 23000, True, 2)
     assert f.rate == pytest.approx(2000.0)
+
+
+def test_commit_points_close_together_do_not_move_the_rate() -> None:
+    f = RateFollower(LoadPlan(seed=100, rate_window_s=15.0))
+    for t, c in ((0.0, 0), (10.0, 10000), (20.0, 20000)):
+        f.observe(t, c, True, 1)
+    assert f.rate == pytest.approx(1000.0)
+    f.observe(36.0, 30000, True, 1)  # the window holds 20 s and 36 s: 16 s apart
+    assert f.rate == pytest.approx(625.0)
+    f.observe(38.0, 60000, True, 1)  # 36 s..38 s alone (15,000/s) is too short to count
+    assert f.rate == pytest.approx(625.0)
+    g = RateFollower(LoadPlan(seed=100, rate_window_s=15.0))
+    for t, c in ((0.0, 0), (10.0, 10000), (12.0, 40000)):
+        g.observe(t, c, True, 1)
+    assert g.rate is None  # 2 s between the only two points
 
 
 def test_old_commit_points_leave_the_window() -> None:

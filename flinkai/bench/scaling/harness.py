@@ -126,6 +126,9 @@ class ScalingRun:
             before the first measurement).
         offset_read_errors: Failed reads of the group's committed offsets (retried).
         check_s: Seconds the exact check took (reading the output to its end).
+        stopped_tms: TaskManagers that are gone (stopped by the harness, or exited).
+        replaced: TaskManagers that exited on their own and were replaced (with the
+            end of their output).
         error: Why the run fell short (a timeout, records left uncommitted), or None.
     """
 
@@ -145,6 +148,8 @@ class ScalingRun:
     load_rates: list[tuple[float, float | None]] = field(default_factory=list)
     offset_read_errors: int = 0
     check_s: float | None = None
+    stopped_tms: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
     error: str | None = None
 
 
@@ -321,7 +326,7 @@ class _Sender:
         from confluent_kafka import Producer
 
         self.topic = topic
-        self.producer = Producer(
+        self.producer: Any = Producer(
             {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True}
         )
 
@@ -351,6 +356,9 @@ class _Sender:
 
     def close(self) -> None:
         self.producer.flush(10.0)
+        # Dropped now, not at a later collection: a live client keeps reconnecting
+        # (and logging) once the broker stops.
+        self.producer = None
 
 
 def run_scaling(
@@ -449,7 +457,10 @@ def run_scaling(
         raise
     finally:
         sender.close()
-    shutil.rmtree(work, ignore_errors=True)  # logs, checkpoints, Python worker files
+    if done.error or done.replaced or not done.exactly_once_ok:
+        progress(f"cluster logs kept in {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)  # logs, checkpoints, Python worker files
     return done
 
 
@@ -536,6 +547,32 @@ def _wait_committed(
         progress(note)
 
 
+def _replace_exited(
+    cluster: Any, replicas: int, run: ScalingRun, now: float, progress: Callable[[str], None]
+) -> None:
+    """Start a TaskManager for each one that exited on its own, as a Deployment's
+    ReplicaSet replaces a pod that died; the exit is recorded (and the run fails its
+    checks, which count TaskManagers and parallelism changes)."""
+    for tm in list(cluster._tms):
+        if tm.alive() or tm.resource_id in run.stopped_tms:
+            continue
+        code = tm.proc.poll()
+        run.stopped_tms.append(tm.resource_id)
+        if len(cluster.taskmanagers()) >= replicas:
+            continue
+        tail = " | ".join(line for line in _tail(tm.out_file, 5))
+        run.replaced.append(f"{now:.1f}s {tm.resource_id} exited ({code}): {tail}")
+        progress(f"{now:6.1f}s TaskManager {tm.resource_id} exited ({code}); starting another")
+        cluster.start_taskmanager(wait=False)
+
+
+def _tail(path: Path, lines: int) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return []
+
+
 def _loop(
     cluster: Any,
     probe: _Probe,
@@ -576,6 +613,7 @@ def _loop(
         window = [(t, v) for t, v in window if t >= now - options.window_s]
         signal = sum(v for _, v in window) / len(window) if window else None
         proposal = None
+        _replace_exited(cluster, replicas, run, now, progress)
         registered = len(cluster.registered_taskmanagers() or [])
         settled = registered == replicas and parallelism == replicas
         if not (running and pending is not None and signal is not None and settled):
@@ -599,7 +637,7 @@ def _loop(
                 for _ in range(step.desired - replicas):
                     cluster.start_taskmanager(wait=False)
                 for _ in range(replicas - step.desired):
-                    cluster.stop_taskmanager()
+                    run.stopped_tms.append(cluster.stop_taskmanager().resource_id)
                 replicas = step.desired
         run.samples.append(
             Sample(

@@ -37,10 +37,11 @@ class LoadPlan:
             least backlog kept (the consumer's prefetch hides about a thousand click
             events from ``pendingRecords`` at 64 KB per partition).
         lead_s: Visible backlog kept at this many seconds of the measured rate.
-        rate_window_s: Trailing window of commit points the rate is measured over.
+        rate_window_s: Trailing window of commit points the rate is measured over; the
+            rate moves only when the points in it span a third of it or more.
         step_gain: Per second, at most this many times the measured rate is offered.
-        starved_gain: The target is multiplied by this while nothing is waiting (the
-            job idled, so its measured rate is a lower bound).
+        starved_gain: The target is multiplied by this while nothing is waiting (two
+            readings in a row: the job idled, so its measured rate is a lower bound).
         outstanding_s: Sent but uncommitted records stay under this many times the
             target: a bound for when the backlog reading is wrong.
         min_offer: Smaller top-ups wait for a later tick.
@@ -76,6 +77,7 @@ class RateFollower:
         self._parallelism: int | None = None
         self._baseline = 0
         self._last_offer_t: float | None = None
+        self._was_empty = False
 
     def observe(
         self, t: float, committed: int | None, running: bool, parallelism: int | None
@@ -98,10 +100,10 @@ class RateFollower:
         self._points.append((t, committed))
         while len(self._points) > 2 and self._points[0][0] < t - self.plan.rate_window_s:
             self._points.popleft()
-        if len(self._points) >= 2:
-            (t0, c0), (t1, c1) = self._points[0], self._points[-1]
-            if t1 > t0:
-                self.rate = max(0.0, (c1 - c0) / (t1 - t0))
+        (t0, c0), (t1, c1) = self._points[0], self._points[-1]
+        # Two commits close together (a late checkpoint, then one on time) say little.
+        if t1 - t0 >= self.plan.rate_window_s / 3:
+            self.rate = max(0.0, (c1 - c0) / (t1 - t0))
 
     def _per_s(self) -> float:
         """The drain rate to follow (the seed spread over the lead until measured)."""
@@ -132,7 +134,11 @@ class RateFollower:
         self._last_offer_t = t
         outstanding_cap = self.plan.outstanding_s * self.target() - (produced - committed)
         step = self.plan.step_gain * self._per_s() * max(dt, 0.0)
-        want = min(self.target(starved=pending <= 0) - pending, step, outstanding_cap, room)
+        # Starved: nothing waiting at two readings in a row (the metric reads 0 for a
+        # moment when a restarted source starts, before it has looked at the topic).
+        starved = pending <= 0 and self._was_empty
+        self._was_empty = pending <= 0
+        want = min(self.target(starved=starved) - pending, step, outstanding_cap, room)
         return int(want) if want >= self.plan.min_offer else 0
 
     def stop(self) -> None:

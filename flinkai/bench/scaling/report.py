@@ -39,6 +39,7 @@ def payload(run: ScalingRun, figures: TimelineFigures, machine: dict[str, Any]) 
         "load_rates": [{"t": t, "drain_rate": r} for t, r in run.load_rates],
         "offset_read_errors": run.offset_read_errors,
         "check_s": run.check_s,
+        "replaced_taskmanagers": run.replaced,
         "error": run.error,
     }
 
