@@ -707,7 +707,8 @@ def _suite_run(series: int | None) -> EntryOutput:
     data = {k: data[k] for k in pick_series(list(data), series)}
     points = sum(len(s.values) for s in data.values())
     rows: list[dict[str, Any]] = []
-    for name in DETECTORS:
+    # zscore_operator: the operator's default (model 'zscore'), through its own per-key code.
+    for name in (*DETECTORS, *OPERATOR_DETECTORS):
         t0 = time.perf_counter()
         try:
             summary = summarize(run_detector(name, data), data)
@@ -752,7 +753,8 @@ def _suite_run(series: int | None) -> EntryOutput:
 suite_entry = SuiteEntry(
     name="anomaly",
     description="Streaming anomaly detectors on NAB: LSTM+attention forecaster (as the "
-    "operator runs it), LSTM ablation, Beam's z-score/IQR definitions, river HST.",
+    "operator runs it), LSTM ablation, Beam's z-score/IQR definitions, river HST, and the "
+    "operator's default (z-score + Numenta's likelihood, as the operator runs it).",
     sizes={"quick": 4, "default": None, "full": None},
     run=_suite_run,
     chart=("detector", "NAB standard"),
