@@ -120,7 +120,7 @@ def serial_client(bootstrap: str, source: str, sink: str, ports: dict[str, int],
                     approved = not check["over"]
             path.append("decide")
             decision = {"tx_id": e["tx_id"], "approved": approved, "fraud_score": score,
-                        "reasons": ",".join(reasons), "path": ",".join(path)}  # fmt: skip
+                        "reasons": list(reasons), "path": list(path)}  # fmt: skip
             producer.send(sink, json.dumps(decision).encode())
 
 

@@ -47,9 +47,9 @@ def floor_row(value: Any, spend: float = 0.0) -> tuple[tuple[Any, ...], Any]:
     tx = parse_transaction(payload)
     if isinstance(tx, InvalidTransaction):
         return (*(None,) * 15, tx.reason, tx.detail, *carried), None
-    out = (tx.tx_id, tx.account_id, tx.ts_ms, tx.amount, True, FLOOR_CODE, 0.0, "not_checked",
-           None, spend, None, FLOOR_CODE, FLOOR_CODE, FLOOR_CODE, FLOOR_CODE, None, None,
-           *carried)  # fmt: skip
+    out = (tx.tx_id, tx.account_id, tx.ts_ms, tx.amount, True, [FLOOR_CODE], 0.0,
+           "not_checked", None, spend, None, [FLOOR_CODE], FLOOR_CODE, FLOOR_CODE, FLOOR_CODE,
+           None, None, *carried)  # fmt: skip
     return out, tx
 
 

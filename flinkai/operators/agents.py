@@ -25,8 +25,8 @@ Options:
         ``<datasets>/risk/credit_default.csv``).
 
 Output columns (:data:`DECISION_FIELDS`): the decision
-(:class:`~flinkai.agents.graph.Decision`; ``reasons`` and ``path`` as comma-joined
-codes), then ``error_reason, error_detail`` and the carried columns. An account
+(:class:`~flinkai.agents.graph.Decision`; ``reasons`` and ``path`` as arrays of
+codes, ``ARRAY<STRING>`` in SQL), then ``error_reason, error_detail`` and the carried columns. An account
 missing from the table is a decision (reason ``unknown_account``), not an error. A
 row with ``error_reason`` set is a dead letter: ``internal_error`` (an unexpected
 exception on this row; with ``runtime.udf_errors: fail`` it fails the task), or
@@ -138,9 +138,9 @@ def process_transaction(
     d = graph.decide(tx.tx_id, tx.account_id, tx.ts_ms, tx.amount, tx.features,
                      accounts.get(tx.account_id), spend)  # fmt: skip
     out = (
-        d.tx_id, d.account_id, d.ts_ms, d.amount, d.approved, ",".join(d.reasons),
+        d.tx_id, d.account_id, d.ts_ms, d.amount, d.approved, list(d.reasons),
         d.fraud_score, d.credit_status, d.credit_score, d.spend_24h, d.credit_limit,
-        ",".join(d.path), d.graph_version, d.fraud_model_version, d.credit_model_version,
+        list(d.path), d.graph_version, d.fraud_model_version, d.credit_model_version,
         None, None, *carried,
     )  # fmt: skip
     return out, (window.add(tx.ts_ms, tx.amount).snapshot() if d.approved else None)
@@ -263,6 +263,7 @@ def decision_type_info() -> Any:
     from pyflink.common import Types
 
     s, d, b = Types.STRING(), Types.DOUBLE(), Types.BOOLEAN()
-    types = [s, s, Types.LONG(), d, b, s, d, s, d, d, d, s, s, s, s, s, s,
+    codes = Types.BASIC_ARRAY(Types.STRING())  # reasons, path
+    types = [s, s, Types.LONG(), d, b, codes, d, s, d, d, d, codes, s, s, s, s, s,
              Types.INT(), Types.LONG(), s]  # fmt: skip
     return Types.ROW_NAMED(list(DECISION_FIELDS), types)

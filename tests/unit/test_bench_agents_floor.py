@@ -48,7 +48,7 @@ def test_floor_row_is_a_fixed_decision_with_the_transactions_ids() -> None:
     assert tx is not None and len(out) == len(DECISION_FIELDS)
     row = dict(zip(DECISION_FIELDS, out, strict=True))
     assert (row["tx_id"], row["account_id"], row["ts_ms"], row["amount"]) == ("t-1", "7", 1000, 2.5)
-    assert row["reasons"] == row["path"] == FLOOR_CODE and row["error_reason"] is None
+    assert row["reasons"] == row["path"] == [FLOOR_CODE] and row["error_reason"] is None
     assert (row["source_partition"], row["source_offset"]) == (0, 42)
 
 
