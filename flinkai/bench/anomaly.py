@@ -156,7 +156,7 @@ class DetectorRun:
         operator_ms: Per-point time of the whole operator step (forecasters; for
             the per-series detectors every 100th point, with the state round trip).
         state_bytes: Largest pickled per-key state seen (forecasters and per-series
-            detectors).
+            detectors; the per-series ones at every round trip and at each file's end).
         model_version: The forecaster's model version.
         rejected: Points the forecaster refused (a timestamp not after the last one).
         native: Per series, the detector's own output before any scorer (the
@@ -207,12 +207,19 @@ def _series_detector(
     return ProbationRangeCad(probation, nab_rest_period(probation), cap)
 
 
-def _round_trip(det: CadDetector | ProbationRangeCad) -> CadDetector | ProbationRangeCad:
-    """The detector rebuilt from its pickled snapshot, as the operator would per point."""
-    state = pickle.loads(pickle.dumps(det.snapshot()))
+def _round_trip(
+    det: CadDetector | ProbationRangeCad,
+) -> tuple[CadDetector | ProbationRangeCad, int]:
+    """The detector rebuilt from its pickled snapshot, as the operator would per point,
+    and the snapshot's pickled size."""
+    blob = pickle.dumps(det.snapshot())
+    state = pickle.loads(blob)
     if isinstance(det, CadDetector):
-        return CadDetector.from_snapshot(state, det.config)
-    return ProbationRangeCad.from_snapshot(state, det.probation, det.rest_period, det.max_contexts)
+        return CadDetector.from_snapshot(state, det.config), len(blob)
+    restored = ProbationRangeCad.from_snapshot(
+        state, det.probation, det.rest_period, det.max_contexts
+    )
+    return restored, len(blob)
 
 
 def _run_series_detector(
@@ -224,9 +231,11 @@ def _run_series_detector(
         for i, v in enumerate(s.values.tolist()):
             t0 = time.perf_counter()
             if i % _ROUND_TRIP_EVERY == 0:
-                det = _round_trip(det)
+                det, size = _round_trip(det)
                 out[i] = det.update(v)
                 run.operator_ms.append((time.perf_counter() - t0) * 1000)
+                # a capped store's size moves between its low-water mark and the cap
+                run.state_bytes = max(run.state_bytes or 0, size)
             else:
                 out[i] = det.update(v)
                 run.step_ms.append((time.perf_counter() - t0) * 1000)
