@@ -121,6 +121,7 @@ class TimelineFigures:
     under_target_t: float | None
     cross_to_under_s: float | None
     under_before_load_stopped: bool | None
+    stop_to_under_s: float | None
     rate_before: float | None
     rate_after: float | None
     parallelism_seen: list[int]
@@ -253,12 +254,16 @@ def reduce_timeline(
     under_t = None
     top_running = [f.running_t for f in ups if f.running_t is not None]
     if first_cross is not None and top_running and len(top_running) == len(ups):
-        # Back under target: the first sample, once the last scale-up runs, whose
-        # per-replica signal is at or below the target.
+        # Back under target for good: once the last scale-up runs, the start of the
+        # last stretch of samples whose per-replica signal is at or below the target.
+        # (A restarted source reads 0 for a moment; that dip is not the drain.)
         for s in samples:
-            if s.t >= max(top_running) and s.signal is not None and s.signal / s.replicas <= target:
+            if s.t < max(top_running) or s.signal is None:
+                continue
+            if s.signal / s.replicas > target:
+                under_t = None
+            elif under_t is None:
                 under_t = s.t
-                break
     spans = phases(samples, min_phase_s)
     saturated = [p for p in spans if p.saturated and p.rate is not None]
     top = max((p.parallelism for p in saturated), default=None)
@@ -280,6 +285,9 @@ def reduce_timeline(
             under_t <= load_stopped_t
             if under_t is not None and load_stopped_t is not None
             else None
+        ),
+        stop_to_under_s=(
+            under_t - load_stopped_t if under_t is not None and load_stopped_t is not None else None
         ),
         rate_before=before[0] if before else None,
         rate_after=after_rates[-1] if after_rates and top != slots else None,

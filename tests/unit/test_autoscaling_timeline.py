@@ -135,6 +135,15 @@ def test_reduce_timeline_times_each_rescale() -> None:
     assert f.rate_after == pytest.approx((4300 - 2300) / 15)
 
 
+def test_a_dip_after_the_restart_is_not_the_drain() -> None:
+    samples, events = timeline()
+    # p=3 runs at 45 with a moment's 0 from the restarted source, then the backlog
+    # stands again until the load stops at 60.
+    samples[7] = _sample(45, 3, 3, True, 0, 1, 2300)
+    f = reduce_timeline(samples, events, target=10.0, load_stopped_t=60.0, min_phase_s=5.0)
+    assert f.under_target_t == 65 and f.stop_to_under_s == 5
+
+
 def test_rates_only_from_saturated_stretches() -> None:
     samples, _ = timeline()
     spans = phases(samples, 5.0)

@@ -51,8 +51,8 @@ def format_table(run: ScalingRun, figures: TimelineFigures) -> str:
         )
     lines += [
         f"parallelism seen (REST, RUNNING): {' -> '.join(map(str, figures.parallelism_seen))}",
-        f"backlog under target: {_s(figures.cross_to_under_s)} s after the first crossing "
-        f"(before the load stopped: {figures.under_before_load_stopped})",
+        f"backlog under target for good: {_s(figures.cross_to_under_s)} s after the first "
+        f"crossing, {_s(figures.stop_to_under_s)} s after the load stopped",
         f"committed input records/s: before {_s(figures.rate_before)}, "
         f"after {_s(figures.rate_after)}",
         f"exactly-once: {run.exactly_once}; dead letters {run.dead_letters}",
