@@ -58,13 +58,15 @@ LEGS = ("raw", "services", "job")
 #: Python key selector), the wiring before the key moved to the JVM. ``job-thread``: the
 #: real operator in PyFlink's thread mode (Python embedded in the TaskManager's JVM; no
 #: Python worker, no bundles, no gRPC state requests); measured slower here, not in
-#: ``--floor``.
+#: ``--floor``. ``job-nodes``: the real operator's steps with the graph's nodes called
+#: directly, without LangGraph's invoke (what LangGraph costs inside the job).
 JOB_VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "job-fixed-pykey": ("flinkai.bench.agents_floor.fixed_python_key", {}),
     "job-fixed": ("flinkai.bench.agents_floor.fixed", {}),
     "job-state": ("flinkai.bench.agents_floor.state_only", {}),
     "job-pykey": ("flinkai.bench.agents_floor.decide_python_key", {}),
     "job-thread": ("flinkai.operators.agents.decide", {"python.execution-mode": "thread"}),
+    "job-nodes": ("flinkai.bench.agents_floor.direct_nodes", {}),
 }
 FLOOR_LEGS = ("job-fixed-pykey", "job-fixed", "job-state", "job-pykey", "job")
 _OPERATOR = "flinkai.operators.agents.decide"

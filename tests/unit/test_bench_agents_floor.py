@@ -56,3 +56,35 @@ def test_floor_row_dead_letters_bad_bytes_like_the_operator() -> None:
     out, tx = floor_row(("", b"not json", 0, 1))
     row = dict(zip(DECISION_FIELDS, out, strict=True))
     assert tx is None and row["tx_id"] is None and row["error_reason"] == "not_json"
+
+
+class _Scorer:
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def score(self, features: object) -> float:
+        return self.value
+
+
+@pytest.mark.parametrize(
+    ("fraud", "credit", "account", "spend"),
+    [
+        (0.9, 0.1, True, 0.0),  # fraud_high: credit never called
+        (0.1, 0.9, True, 0.0),  # credit_high_risk
+        (0.1, 0.1, False, 0.0),  # unknown_account
+        (0.1, 0.1, True, 0.0),  # within_limit
+        (0.1, 0.1, True, 999.0),  # over_limit
+    ],
+)
+def test_direct_graph_decides_as_langgraph(
+    fraud: float, credit: float, account: bool, spend: float
+) -> None:
+    from flinkai.agents.data import Account
+    from flinkai.agents.graph import RiskGraph
+    from flinkai.bench.agents_floor import DirectGraph
+
+    args = (_Scorer(fraud), _Scorer(credit), 0.5, 0.3, {"fraud": "f", "credit": "c"})
+    acc = Account("7", credit_limit=1000.0, features=(1.0,) * 23) if account else None
+    call = ("t", "7", 1, 5.0, (0.0,) * 28, acc, spend)
+    want = RiskGraph(*args).decide(*call)
+    assert DirectGraph(*args).decide(*call) == want
