@@ -10,8 +10,8 @@ of the rest + the first logits. The same process then serves a prompt of the sam
 length with no cache: the baseline, measured on the same process and cores.
 
 ``measure_open`` times the store's open alone, in fresh processes, against a floor
-measured in the same run: a plain librdkafka consumer that fetches the index topic's
-metadata and reads it to its end, filing nothing. The floor is what any opener of this
+measured in the same run: a plain librdkafka consumer (with the store's connection
+setting) that fetches the index topic's metadata and reads it to its end, filing nothing. The floor is what any opener of this
 topic pays on this machine; the store's open over it is what the store adds.
 
 From those figures comes the break-even: the restore bandwidth, this machine's
@@ -254,6 +254,8 @@ def _open_floor(job: dict[str, Any]) -> dict[str, Any]:
     """A plain ``read_committed`` consumer: the index topic's metadata, then all of it."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
+    from flinkai.state.kafka import CONNECT_AT_ONCE
+
     topic = f"{job['topic']}-index"
     began = time.perf_counter()
     consumer = Consumer(
@@ -266,6 +268,8 @@ def _open_floor(job: dict[str, Any]) -> dict[str, Any]:
             "fetch.wait.max.ms": 10,
             "fetch.max.bytes": 64 * 1024 * 1024,
             "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            # The store's connection setting, so the two compare like with like.
+            **CONNECT_AT_ONCE,
         }
     )
     partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)

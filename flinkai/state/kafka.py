@@ -77,6 +77,7 @@ from flinkai.state.rdkafka import Record, Tail, TxnProducer, rdkafka_security
 
 __all__ = [
     "BATCH_KEY_PREFIX",
+    "CONNECT_AT_ONCE",
     "RECORD_OVERHEAD_BYTES",
     "KafkaSnapshotStore",
     "KafkaStoreConfig",
@@ -471,6 +472,14 @@ def _partition_of(key: SnapshotKey, partitions: int) -> int:
     return int.from_bytes(digest[:4], "big") % partitions
 
 
+#: librdkafka holds back the connection to a broker it has just learned of (sparse
+#: connections, suppressed for up to ``reconnect.backoff.ms``): a new reader's first
+#: fetch waited about 50 ms for it. The store's readers connect to the brokers the
+#: metadata names at once instead (a plain consumer's first read of a 6.4 MB index:
+#: 93-95 ms before, 44-52 ms after).
+CONNECT_AT_ONCE: dict[str, Any] = {"enable.sparse.connections": False}
+
+
 def fetcher_settings(c: KafkaStoreConfig) -> dict[str, Any]:
     """librdkafka settings of the consumer that reads snapshot values by offset.
 
@@ -481,6 +490,7 @@ def fetcher_settings(c: KafkaStoreConfig) -> dict[str, Any]:
         "bootstrap.servers": c.bootstrap,
         **rdkafka_security(c.security),
         "client.id": "flinkai-state-fetch",
+        **CONNECT_AT_ONCE,
         # Required by the client; never joined: partitions are assigned.
         "group.id": f"flinkai-state-fetch-{uuid.uuid4().hex}",
         "enable.auto.commit": False,
@@ -591,7 +601,9 @@ class KafkaSnapshotStore(SnapshotStore):
                 covered = self._covered.pop(p, None)
                 starts[p] = max(covered.values()) + 1 if covered else None
             self._consumer.assign(starts)
-            self.sync()
+            # The index was read a moment ago: catching up the data tail is enough here
+            # (a transaction committed since is read whole from it, values included).
+            self._read(self._consumer, self._apply, self._skip_covered)
         except BaseException:
             self._close_clients()
             raise
@@ -1335,6 +1347,7 @@ class KafkaSnapshotStore(SnapshotStore):
                     "bootstrap.servers": c.bootstrap,
                     **rdkafka_security(c.security),
                     "client.id": "flinkai-state-tail",
+                    **CONNECT_AT_ONCE,
                     "fetch.max.bytes": max(c.fetch_max_bytes, c.max_record_bytes),
                     "max.partition.fetch.bytes": max(16 * 1024 * 1024, c.max_record_bytes),
                     "socket.timeout.ms": int(c.request_timeout_s * 1000),
