@@ -258,23 +258,35 @@ def _run_keyed(
         config = DetectorConfig(model=ZSCORE_MODEL, scorer=operator_scorer)
     for key, s in data.items():
         blob = pickle.dumps(new_detector(model, config).snapshot())
-        out = np.zeros(len(s.values))
-        native = np.full(len(s.values), np.nan)
-        for i, (ts, v) in enumerate(zip(timestamps_ms(s).tolist(), s.values.tolist(), strict=True)):  # fmt: skip
-            t0 = time.perf_counter()
-            det = restore_detector(pickle.loads(blob), model, config)
-            try:
-                out[i] = det.update(int(ts), float(v)).score
-                if det.last_error is not None:
-                    native[i] = det.last_error
-            except PointRejected:
-                run.rejected += 1
-            blob = pickle.dumps(det.snapshot())
-            run.operator_ms.append((time.perf_counter() - t0) * 1000)
-        run.state_bytes = max(run.state_bytes or 0, len(blob))
-        run.scores[key] = out
-        run.native[key] = native
+        _round_trips(run, key, s, blob, lambda state: restore_detector(state, model, config))
     return run
+
+
+def _round_trips(
+    run: DetectorRun, key: str, s: NabSeries, blob: bytes, restore: Callable[[Any], Any]
+) -> None:
+    """Score ``s`` as the operator does: restore the key's pickled state, update, snapshot.
+
+    Each point's time (restore, update, snapshot) goes to ``run.operator_ms``; the
+    largest pickled state to ``run.state_bytes``.
+    """
+    out = np.zeros(len(s.values))
+    native = np.full(len(s.values), np.nan)
+    for i, (ts, v) in enumerate(zip(timestamps_ms(s).tolist(), s.values.tolist(), strict=True)):  # fmt: skip
+        t0 = time.perf_counter()
+        det = restore(pickle.loads(blob))
+        try:
+            out[i] = det.update(int(ts), float(v)).score
+            if det.last_error is not None:
+                native[i] = det.last_error
+        except PointRejected:
+            # The job dead-letters such a point; here it scores 0 (no detection).
+            run.rejected += 1
+        blob = pickle.dumps(det.snapshot())
+        run.operator_ms.append((time.perf_counter() - t0) * 1000)
+    run.state_bytes = max(run.state_bytes or 0, len(blob))
+    run.scores[key] = out
+    run.native[key] = native
 
 
 def _run_ensemble(
@@ -324,23 +336,9 @@ def run_detector(
         config = DetectorConfig(model=str(folder), scorer=operator_scorer or ScorerConfig())
         for key, s in data.items():
             blob = pickle.dumps(SeriesDetector(timed, config).snapshot())
-            out = np.zeros(len(s.values))
-            native = np.full(len(s.values), np.nan)
-            for i, (ts, v) in enumerate(zip(timestamps_ms(s).tolist(), s.values.tolist(), strict=True)):  # fmt: skip
-                t0 = time.perf_counter()
-                det = SeriesDetector.from_snapshot(pickle.loads(blob), timed, config)
-                try:
-                    out[i] = det.update(int(ts), float(v)).score
-                    if det.last_error is not None:
-                        native[i] = det.last_error
-                except PointRejected:
-                    # The job dead-letters such a point; here it scores 0 (no detection).
-                    run.rejected += 1
-                blob = pickle.dumps(det.snapshot())
-                run.operator_ms.append((time.perf_counter() - t0) * 1000)
-            run.state_bytes = max(run.state_bytes or 0, len(blob))
-            run.scores[key] = out
-            run.native[key] = native
+            _round_trips(
+                run, key, s, blob, lambda state: SeriesDetector.from_snapshot(state, timed, config)
+            )
         return run
     if name in SERIES_DETECTORS:
         return _run_series_detector(run, data, cad_max_contexts)
