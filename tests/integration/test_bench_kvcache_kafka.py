@@ -23,6 +23,23 @@ from tests.unit.llm_fake import FakeDecoder
 pytestmark = pytest.mark.integration
 
 
+def filled(
+    config: KafkaStoreConfig, mb: float, tokens_per_prompt: int
+) -> tuple[FakeDecoder, dict[str, float]]:
+    """``config``'s topic filled with about ``mb`` MB of fake prompts (blocks of 8)."""
+    decoder = FakeDecoder()
+    fill = fill_topic(
+        config,
+        decoder.shape,
+        model_id=decoder.model_id,
+        model_version=decoder.model_version,
+        mb=mb,
+        block_tokens=8,
+        tokens_per_prompt=tokens_per_prompt,
+    )
+    return decoder, fill
+
+
 def test_the_kafka_modes_restore_the_shared_prefix(kafka_broker: LocalKafka) -> None:
     profile = Profile(cells=((40, 0.9),), prompts=1, throughput_mb=())
     rows = run_kvcache_bench(
@@ -47,17 +64,8 @@ def test_the_store_rows_measure_put_many_and_cold_get_many(kafka_broker: LocalKa
 
 
 def test_a_store_opened_on_a_filled_topic_reads_only_the_index(kafka_broker: LocalKafka) -> None:
-    decoder = FakeDecoder()
     config = cold_config(kafka_broker.bootstrap, unique_topic("bench-kv-fill"))
-    fill = fill_topic(
-        config,
-        decoder.shape,
-        model_id=decoder.model_id,
-        model_version=decoder.model_version,
-        mb=0.3,
-        block_tokens=8,
-        tokens_per_prompt=64,
-    )
+    decoder, fill = filled(config, 0.3, 64)
     assert fill["fill_prompts"] >= 2
     snapshots = fill["fill_prompts"] * 8 * decoder.shape.n_layers
     reader_config = replace(config, create_topic=False)
@@ -73,17 +81,8 @@ def test_a_store_opened_on_a_filled_topic_reads_only_the_index(kafka_broker: Loc
 def test_the_open_probe_times_fresh_processes_against_the_plain_consumer_floor(
     kafka_broker: LocalKafka,
 ) -> None:
-    decoder = FakeDecoder()
     config = cold_config(kafka_broker.bootstrap, unique_topic("bench-kv-open"))
-    fill = fill_topic(
-        config,
-        decoder.shape,
-        model_id=decoder.model_id,
-        model_version=decoder.model_version,
-        mb=0.2,
-        block_tokens=8,
-        tokens_per_prompt=64,
-    )
+    _, fill = filled(config, 0.2, 64)
     opened = measure_open(config, runs=1)
     assert len(opened["open_ms"]) == len(opened["floor_ms"]) == 1
     # The floor read the whole index topic: one record per put_many of the fill.
@@ -98,18 +97,9 @@ def test_the_open_probe_times_fresh_processes_against_the_plain_consumer_floor(
 def test_a_half_precision_store_restores_float32_blocks_from_half_the_bytes(
     kafka_broker: LocalKafka,
 ) -> None:
-    decoder = FakeDecoder()
     half = replace(FAST_CODEC, store_dtype="float16")
     config = cold_config(kafka_broker.bootstrap, unique_topic("bench-kv-f16"), codec=half)
-    fill = fill_topic(
-        config,
-        decoder.shape,
-        model_id=decoder.model_id,
-        model_version=decoder.model_version,
-        mb=0.1,
-        block_tokens=8,
-        tokens_per_prompt=32,
-    )
+    decoder, fill = filled(config, 0.1, 32)
     with KafkaSnapshotStore(replace(config, create_topic=False)) as fresh:
         keys = fresh.snapshot_keys()
         assert len(keys) == fill["fill_prompts"] * 4 * decoder.shape.n_layers
