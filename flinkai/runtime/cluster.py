@@ -621,6 +621,10 @@ class LocalFlinkCluster:
         """TaskManagers started by this cluster that are still running."""
         return [tm for tm in self._tms if tm.alive()]
 
+    def exited_taskmanagers(self) -> list[TaskManagerProcess]:
+        """TaskManagers started by this cluster whose process has ended (stopped or died)."""
+        return [tm for tm in self._tms if not tm.alive()]
+
     def taskmanager_pids(self) -> list[int]:
         """PIDs of the running TaskManager JVMs this cluster started."""
         return [tm.pid for tm in self.taskmanagers()]

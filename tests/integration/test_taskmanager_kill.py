@@ -74,6 +74,8 @@ def test_sigkill_taskmanager_mid_stream(
         time.sleep(CHECKPOINT_INTERVAL_S / 2)
         killed = flink_cluster.kill_taskmanager()
         died = wait_until(lambda: all(gone(p) for p in [killed.pid, *workers]), 10)
+        assert killed in flink_cluster.exited_taskmanagers()
+        assert killed not in flink_cluster.taskmanagers()
         flink_cluster.start_taskmanager()
         restarted = wait_until(lambda: flink_cluster.restarts(job.job_id) >= 1, 120)
         restarts = flink_cluster.restarts(job.job_id)

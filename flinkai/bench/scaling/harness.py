@@ -553,8 +553,8 @@ def _replace_exited(
     """Start a TaskManager for each one that exited on its own, as a Deployment's
     ReplicaSet replaces a pod that died; the exit is recorded (and the run fails its
     checks, which count TaskManagers and parallelism changes)."""
-    for tm in list(cluster._tms):
-        if tm.alive() or tm.resource_id in run.stopped_tms:
+    for tm in cluster.exited_taskmanagers():
+        if tm.resource_id in run.stopped_tms:
             continue
         code = tm.proc.poll()
         run.stopped_tms.append(tm.resource_id)
