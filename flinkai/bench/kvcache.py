@@ -334,8 +334,6 @@ def _table(rows: list[dict[str, Any]]) -> str:
 def _handle(args: argparse.Namespace) -> int:
     from flinkai.config import load_config
     from flinkai.functions.llm import load_prompt_model
-    from flinkai.kafka.broker import LocalKafka
-    from flinkai.local.process import free_port
 
     profile = PROFILES["quick" if args.quick else "default"]
     if args.lengths:
@@ -368,42 +366,9 @@ def _handle(args: argparse.Namespace) -> int:
             f"prompts ({fp16['new_tokens']} tokens each, {fp16['share']:.0%} restored); "
             f"largest first-logit change {fp16['max_logit_delta']:.4f}"
         )
-    with tempfile.TemporaryDirectory(prefix="flinkai-bench-kv-") as work:
-        needs_kafka = not args.fp16_check
-        broker = (
-            LocalKafka(Path(work) / "kafka", port=free_port())
-            if needs_kafka and not args.bootstrap
-            else None
-        )
-        if broker is not None:
-            broker.start()
-        try:
-            bootstrap = args.bootstrap or (broker.bootstrap if broker else "")
-            if not needs_kafka:
-                pass
-            elif args.raw_ceiling:
-                from flinkai.bench.kvcache_raw import measure_raw_ceiling
-
-                raw = measure_raw_ceiling(bootstrap, runs=args.raw_runs)
-            elif decoder is not None and args.cold_worker:
-                cold = _cold_worker_run(decoder, bootstrap, args, config.llm.block_tokens)
-            elif decoder is not None:
-                rows = run_kvcache_bench(
-                    decoder,
-                    profile,
-                    bootstrap=bootstrap,
-                    block_tokens=config.llm.block_tokens,
-                    progress=lambda line: print(line, file=sys.stderr, flush=True),
-                )
-                gran = granularity(decoder, bootstrap, 1024, config.llm.block_tokens)
-            throughput = (
-                []
-                if args.cold_worker or args.raw_ceiling or not needs_kafka
-                else _store_throughput(bootstrap, profile, config.llm.block_tokens)
-            )
-        finally:
-            if broker is not None:
-                broker.stop()
+    throughput: list[dict[str, Any]] = []
+    if not args.fp16_check:
+        rows, gran, cold, raw, throughput = _kafka_modes(args, decoder, profile, config)
     result = {
         "benchmark": "kvcache",
         "profile": "quick" if args.quick else "default",
@@ -488,6 +453,57 @@ def _store_throughput(bootstrap: str, profile: Profile, block_tokens: int) -> li
             batch = measure_kafka_batch(config(codec), count, shape)
             out.append({"call": "put_many", "codec": codec, **asdict(batch)})
     return out
+
+
+def _kafka_modes(
+    args: argparse.Namespace, decoder: Decoder | None, profile: Profile, config: Any
+) -> tuple[
+    list[dict[str, Any]],
+    dict[str, Any],
+    dict[str, Any],
+    dict[str, Any],
+    list[dict[str, Any]],
+]:
+    """The modes that need Kafka (a local broker unless ``--bootstrap``): TTFT rows and
+    granularity, or the cold worker, or the raw ceiling; and the store's MB/s rows."""
+    from flinkai.kafka.broker import LocalKafka
+    from flinkai.local.process import free_port
+
+    rows: list[dict[str, Any]] = []
+    gran: dict[str, Any] = {}
+    cold: dict[str, Any] = {}
+    raw: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="flinkai-bench-kv-") as work:
+        broker = None if args.bootstrap else LocalKafka(Path(work) / "kafka", port=free_port())
+        if broker is not None:
+            broker.start()
+        try:
+            bootstrap = args.bootstrap or (broker.bootstrap if broker else None)
+            assert bootstrap is not None
+            if args.raw_ceiling:
+                from flinkai.bench.kvcache_raw import measure_raw_ceiling
+
+                raw = measure_raw_ceiling(bootstrap, runs=args.raw_runs)
+            elif decoder is not None and args.cold_worker:
+                cold = _cold_worker_run(decoder, bootstrap, args, config.llm.block_tokens)
+            elif decoder is not None:
+                rows = run_kvcache_bench(
+                    decoder,
+                    profile,
+                    bootstrap=bootstrap,
+                    block_tokens=config.llm.block_tokens,
+                    progress=lambda line: print(line, file=sys.stderr, flush=True),
+                )
+                gran = granularity(decoder, bootstrap, 1024, config.llm.block_tokens)
+            throughput = (
+                []
+                if args.cold_worker or args.raw_ceiling
+                else _store_throughput(bootstrap, profile, config.llm.block_tokens)
+            )
+        finally:
+            if broker is not None:
+                broker.stop()
+    return rows, gran, cold, raw, throughput
 
 
 def register(subparsers: Any) -> None:

@@ -29,6 +29,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -164,10 +165,7 @@ def run_cold_workers(
         job = {
             "bootstrap": config.bootstrap,
             "topic": config.topic,
-            "codec": config.codec.codec,
-            "byte_shuffle": config.codec.byte_shuffle,
-            "checksum": config.codec.checksum,
-            "store_dtype": config.codec.store_dtype,
+            "codec": asdict(config.codec),
             "block_tokens": block_tokens,
             "cold_ids": cold_ids,
             "plain_ids": plain_ids,
@@ -256,7 +254,7 @@ def _open_floor(job: dict[str, Any]) -> dict[str, Any]:
 
     from flinkai.state.kafka import CONNECT_AT_ONCE
 
-    topic = f"{job['topic']}-index"
+    topic = KafkaStoreConfig(bootstrap=job["bootstrap"], topic=job["topic"]).index_topic_name
     began = time.perf_counter()
     consumer = Consumer(
         {
@@ -340,12 +338,7 @@ def _worker(job: dict[str, Any], config_path: str | None) -> dict[str, Any]:
         return _open_floor(job)
     decoder = load_prompt_model(load_config(config_path)).decoder
     decoder.forward([1, 2, 3])  # start-up: not in TTFT
-    codec = CodecConfig(
-        codec=job["codec"],
-        byte_shuffle=job["byte_shuffle"],
-        checksum=job["checksum"],
-        store_dtype=job.get("store_dtype", "same"),
-    )
+    codec = CodecConfig(**job["codec"])
     store_config = KafkaStoreConfig(
         bootstrap=job["bootstrap"], topic=job["topic"], codec=codec, create_topic=False
     )
