@@ -81,12 +81,15 @@ class AgentsOptions:
         seconds: Length of the paced run at half the max rate.
         warmup: Transactions answered before timing starts.
         legs: Which legs to run.
+        rate: Pace every leg at this rate (events/s) instead of half its own max, so
+            the legs' latencies are compared at one load.
     """
 
     events: int = 1500
     seconds: float = 20.0
     warmup: int = 50
     legs: tuple[str, ...] = LEGS
+    rate: float | None = None
 
 
 @dataclass
@@ -148,7 +151,7 @@ def run_raw(pool: Sequence[dict[str, Any]], models: Path | None, accounts: Path 
         wall = time.perf_counter() - t0
         cpu = time.process_time() - cpu0
         max_qps = len(burst) / wall
-        rate = max_qps / 2
+        rate = options.rate or max_qps / 2
         paced = _events(max(1, int(rate * options.seconds)), "p", pool)
         start = time.time() + 0.05
         latencies = []
@@ -250,7 +253,7 @@ def _kafka_leg(leg: str, bootstrap: str, topics: tuple[str, str], pool: Sequence
             _wait(lambda: watcher.count("b-") >= len(burst), timeout_s, f"{leg}: burst")
             cpu = _cpu_s() - cpu0
             max_qps = len(burst) / (watcher.last("b-") - t0)
-            rate = max_qps / 2
+            rate = options.rate or max_qps / 2
             paced = _events(max(1, int(rate * options.seconds)), "p", pool)
             sent: dict[str, float] = {}
             for at, e in zip(pacing_schedule(len(paced), rate, time.time() + 0.1), paced,
@@ -510,8 +513,10 @@ def run_agents(
     if "job" in legs and "services" in legs:
         ratio = legs["job"].max_qps / legs["services"].max_qps
         out["job_over_services_max_qps"] = ratio
+        p99 = legs["job"].p99_ms
         out["targets"] = {
-            "job_p99_le_87ms": legs["job"].p99_ms is not None and legs["job"].p99_ms <= 87.0,
+            # The target is the p99 at half the job's own max rate; not judged at --rate.
+            "job_p99_le_87ms": None if options.rate else (p99 is not None and p99 <= 87.0),
             "job_max_qps_ge_3x_services": ratio >= 3.0,
         }
     return out
@@ -544,7 +549,11 @@ def _handle(args: argparse.Namespace) -> int:
         seconds=args.seconds or (8.0 if args.quick else 20.0),
         legs=tuple(args.legs.split(",")) if args.legs else (
             ("services", *FLOOR_LEGS) if args.floor else LEGS),
+        rate=args.rate,
     )  # fmt: skip
+    if options.rate is not None and options.rate <= 0:
+        print(f"bench agents: --rate must be > 0, got {options.rate}")
+        return 2
     known = (*LEGS, *JOB_VARIANTS)
     unknown = [leg for leg in options.legs if leg not in known]
     if unknown:
@@ -583,6 +592,9 @@ def register(subparsers: Any) -> None:
                         help="where the job's time goes: the services, then the job with a "
                         "fixed-decision operator (Python and JVM keying), + keyed state, the "
                         "real operator (Python and JVM keying); plus in-process step costs")  # fmt: skip
+    parser.add_argument("--rate", type=float, metavar="EVENTS_PER_S",
+                        help="pace every leg at this rate instead of half its own max rate "
+                        "(latencies compared at one load)")  # fmt: skip
     parser.add_argument("--models", metavar="DIR", help="risk model folder")
     parser.add_argument("--accounts", metavar="CSV", help="account table")
     parser.add_argument("--bootstrap", help="use this broker instead of starting one")

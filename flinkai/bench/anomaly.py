@@ -86,6 +86,7 @@ from flinkai.anomaly.spec import anomaly_models_dir
 from flinkai.anomaly.statistical import ZSCORE_MODEL, ZScoreModel
 from flinkai.anomaly.step import RecurrentState, StepModel
 from flinkai.anomaly.train import timestamps_ms
+from flinkai.bench.anomaly_variants import INPUTS, format_variant_logo, variant_logo
 from flinkai.bench.shared.suite import EntryOutput, SuiteEntry
 from flinkai.config.core import coerce_value
 from flinkai.errors import ConfigError, SetupError
@@ -457,12 +458,15 @@ def run_anomaly_bench(
     protocol: str = "fixed",
     operator_scorer: ScorerConfig | None = None,
     cad_max_contexts: int = CAD_MAX_CONTEXTS,
+    zscore_variants: tuple[Sequence[int], Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """Run the detectors on a NAB-layout folder and summarise each.
 
     Each detector's output also goes through every scorer option in ``scorers``:
     at the default settings (``protocol="fixed"``), or, with ``protocol="logo"``,
-    with settings chosen leave-one-group-out as well.
+    with settings chosen leave-one-group-out as well. ``zscore_variants`` (windows,
+    inputs) adds a joint LOGO over those z-score variants and the scorers' settings
+    (:mod:`flinkai.bench.anomaly_variants`).
 
     Returns:
         JSON-ready results: run facts and one summary per detector.
@@ -492,7 +496,7 @@ def run_anomaly_bench(
         say(
             f"  {name}: {results[name]['seconds']} s, NAB standard {results[name]['all']['standard']}"
         )
-    return {
+    out: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {
             "platform": platform.platform(),
@@ -507,11 +511,19 @@ def run_anomaly_bench(
         "cad_max_contexts": cad_max_contexts,
         "detectors": results,
     }
+    if zscore_variants is not None:
+        t0 = time.perf_counter()
+        out["zscore_variants"] = variant_logo(data, *zscore_variants, scorers)
+        say(f"  z-score variants: {time.perf_counter() - t0:.1f} s")
+    return out
 
 
 def format_tables(result: Mapping[str, Any]) -> str:
     """One Markdown table per NAB group (and ``all``), then latency and state size."""
     dets: Mapping[str, Any] = result["detectors"]
+    variants = format_variant_logo(result["zscore_variants"]) if "zscore_variants" in result else []
+    if not dets:
+        return "\n".join(variants)
     first = next(iter(dets.values()))
     lines: list[str] = []
     head = "| detector | NAB std | NAB lowFP | NAB lowFN | P | R | F1 | FP rows |"
@@ -534,7 +546,7 @@ def format_tables(result: Mapping[str, Any]) -> str:
             f"{r['state_bytes_per_key'] or '-'} |"
         )
     lines += _scorer_tables(dets)
-    return "\n".join(lines)
+    return "\n".join([*lines, *variants])
 
 
 def _scorer_tables(dets: Mapping[str, Any]) -> list[str]:
@@ -588,6 +600,22 @@ def _operator_scorer(spec: str | None) -> ScorerConfig | None:
     return ScorerConfig(**fields)
 
 
+def _zscore_variants(windows: str | None, inputs: str) -> tuple[list[int], list[str]] | str | None:
+    """``--zscore-windows``/``--zscore-inputs`` parsed, ``None`` when not asked, or the error."""
+    if not windows:
+        return None
+    try:
+        sizes = [int(w) for w in windows.split(",") if w.strip()]
+    except ValueError:
+        return f"--zscore-windows: expected integers, got {windows!r}"
+    if not sizes or min(sizes) < 2:
+        return f"--zscore-windows: each window must be >= 2, got {windows!r}"
+    sources = [x.strip() for x in inputs.split(",") if x.strip()]
+    if not sources or any(x not in INPUTS for x in sources):
+        return f"--zscore-inputs: choose from {', '.join(INPUTS)}"
+    return sizes, sources
+
+
 def _handle(args: argparse.Namespace) -> int:
     detectors = [d.strip() for d in args.detectors.split(",") if d.strip()]
     named = (*DETECTORS, *OPERATOR_DETECTORS, *SERIES_DETECTORS, *ENSEMBLES, *CONTROLS)
@@ -610,6 +638,10 @@ def _handle(args: argparse.Namespace) -> int:
     if not scorers or any(x not in SCORERS for x in scorers):
         print(f"--scorers: choose from {', '.join(SCORERS)}", file=sys.stderr)
         return 2
+    variants = _zscore_variants(args.zscore_windows, args.zscore_inputs)
+    if isinstance(variants, str):
+        print(variants, file=sys.stderr)
+        return 2
     try:
         result = run_anomaly_bench(
             data,
@@ -620,6 +652,7 @@ def _handle(args: argparse.Namespace) -> int:
             args.protocol,
             operator_scorer,
             args.cad_max_contexts,
+            variants,
         )
     except SetupError as e:
         print(f"bench anomaly: {e}", file=sys.stderr)
@@ -686,6 +719,19 @@ def register(subparsers: Any) -> None:
         help="fixed: each scorer at its default setting; logo: also choose each scorer's "
         "setting leave-one-group-out (on the other NAB groups' files only) and report the "
         "pooled held-out score",
+    )
+    parser.add_argument(
+        "--zscore-windows",
+        metavar="N,N,...",
+        help="also choose Beam's z-score window (and input, --zscore-inputs) leave-one-group-"
+        "out, jointly with each scorer's setting; an empty --detectors runs only this",
+    )
+    parser.add_argument(
+        "--zscore-inputs",
+        default="value",
+        metavar="value,diff",
+        help="the z-score variants' inputs: the value, and/or its change from the previous "
+        "value (default: value)",
     )
     parser.set_defaults(handler=_handle)
 
