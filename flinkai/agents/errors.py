@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flinkai.errors import FlinkAIError
 
-__all__ = ["AgentsError", "RiskDataError", "RiskModelError"]
+__all__ = ["AgentsError", "PlanError", "RiskDataError", "RiskModelError"]
 
 
 class AgentsError(FlinkAIError):
@@ -17,3 +17,8 @@ class RiskDataError(AgentsError, ValueError):
 
 class RiskModelError(AgentsError):
     """A risk model is missing, malformed, or cannot be trained or loaded."""
+
+
+class PlanError(AgentsError):
+    """A graph the plan runtime cannot run as LangGraph's Pregel loop would, or a node or
+    router that broke the plan's rules while it ran (:mod:`flinkai.agents.plan`)."""

@@ -20,6 +20,12 @@ Reason codes (one per node that ran, in order): ``fraud_high`` / ``fraud_ok``;
 ``unknown_account`` / ``credit_high_risk`` / ``credit_ok``; ``over_limit`` /
 ``within_limit``. A decision is approved when none of :data:`DECLINE_CODES` is among
 them.
+
+LangGraph defines the graph, validates it (``compile``) and draws it. It runs, by
+default, as a :class:`~flinkai.agents.plan.GraphPlan`, a straight walk of the same
+nodes and routers read from the builder: LangGraph's Pregel invoke costs about
+1,860 us per decision against about 87 us for the nodes themselves.
+``runtime="langgraph"`` runs the compiled graph's own ``invoke`` instead.
 """
 
 from __future__ import annotations
@@ -30,14 +36,17 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypedDict
 
 from flinkai.agents.data import Account
+from flinkai.agents.plan import GraphPlan
 
 __all__ = [
     "DECLINE_CODES",
     "GRAPH_VERSION",
+    "RUNTIMES",
     "CreditStatus",
     "Decision",
     "DecisionState",
     "RiskGraph",
+    "Runtime",
     "Scorer",
 ]
 
@@ -46,6 +55,10 @@ GRAPH_VERSION = "risk-graph-1"
 DECLINE_CODES = frozenset({"fraud_high", "unknown_account", "credit_high_risk", "over_limit"})
 
 CreditStatus = Literal["ok", "high_risk", "unknown_account", "not_checked"]
+#: How :meth:`RiskGraph.invoke` runs the graph: ``plan`` (:class:`GraphPlan`, the
+#: default) or ``langgraph`` (the compiled graph's Pregel ``invoke``).
+Runtime = Literal["plan", "langgraph"]
+RUNTIMES: tuple[Runtime, ...] = typing.get_args(Runtime)
 
 
 class Scorer(Protocol):
@@ -106,6 +119,11 @@ class RiskGraph:
         fraud_threshold: Fraud scores at or above it decline.
         credit_threshold: Default probabilities at or above it decline.
         versions: ``{"fraud": ..., "credit": ...}`` model versions, carried in decisions.
+        runtime: ``plan`` (default) walks the nodes with :class:`GraphPlan`;
+            ``langgraph`` runs LangGraph's compiled ``invoke``. Both decide the same.
+
+    Raises:
+        ValueError: An unknown ``runtime``.
     """
 
     def __init__(
@@ -115,8 +133,13 @@ class RiskGraph:
         fraud_threshold: float,
         credit_threshold: float,
         versions: dict[str, str],
+        runtime: Runtime = "plan",
     ) -> None:
         from langgraph.graph import END, START, StateGraph
+
+        if runtime not in RUNTIMES:
+            raise ValueError(f"unknown runtime {runtime!r}; expected one of {list(RUNTIMES)}")
+        self.runtime = runtime
 
         self._fraud, self._credit = fraud, credit
         self.fraud_threshold, self.credit_threshold = fraud_threshold, credit_threshold
@@ -136,12 +159,14 @@ class RiskGraph:
         builder.add_edge("limit", "decide")
         builder.add_edge("decide", END)
         self.compiled = builder.compile()
+        # Built in both runtimes: a graph the plan cannot run fails here, not in production.
+        self.plan = GraphPlan(builder)
 
     @classmethod
-    def from_models(cls, models: Any) -> RiskGraph:
+    def from_models(cls, models: Any, runtime: Runtime = "plan") -> RiskGraph:
         """From a loaded :class:`~flinkai.agents.models.RiskModels`."""
         return cls(models.fraud, models.credit, models.fraud.info.threshold,
-                   models.credit.info.threshold, models.versions)  # fmt: skip
+                   models.credit.info.threshold, models.versions, runtime)  # fmt: skip
 
     def fraud_node(self, state: DecisionState) -> dict[str, Any]:
         score = self._fraud.score([*state["features"], state["amount"]])
@@ -167,7 +192,9 @@ class RiskGraph:
         return str(self.compiled.get_graph().draw_mermaid())
 
     def invoke(self, state: DecisionState) -> DecisionState:
-        """Run the graph on one event's input state."""
+        """Run the graph on one event's input state, in :attr:`runtime`."""
+        if self.runtime == "plan":
+            return typing.cast(DecisionState, self.plan.invoke(state))
         return typing.cast(DecisionState, self.compiled.invoke(state))
 
     def decide(

@@ -23,6 +23,10 @@ Options:
     models: The risk model folder (default ``$FLINKAI_HOME/models/risk``).
     accounts: The account table, a CSV in ``credit_default.csv``'s layout (default
         ``<datasets>/risk/credit_default.csv``).
+    runtime: How the graph runs: ``plan`` (default) walks LangGraph's nodes and
+        routers directly (:class:`~flinkai.agents.plan.GraphPlan`, without the Pregel
+        loop's per-invoke cost); ``langgraph`` runs the compiled graph's ``invoke``.
+        Both decide the same.
 
 Output columns (:data:`DECISION_FIELDS`): the decision
 (:class:`~flinkai.agents.graph.Decision`; ``reasons`` and ``path`` as arrays of
@@ -43,7 +47,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flinkai.agents.data import Account
-from flinkai.agents.graph import RiskGraph
+from flinkai.agents.graph import RUNTIMES, RiskGraph, Runtime
 from flinkai.agents.transactions import InvalidTransaction, parse_transaction
 from flinkai.agents.window import SpendWindow
 from flinkai.errors import ConfigError
@@ -71,7 +75,7 @@ DECISION_FIELDS = (
     "error_reason", "error_detail", "source_partition", "source_offset", "payload_base64",
 )  # fmt: skip
 _REQUIRED = ("key", "payload")
-_OPTIONAL = ("partition", "offset", "models", "accounts")
+_OPTIONAL = ("partition", "offset", "models", "accounts", "runtime")
 
 
 @dataclass(frozen=True)
@@ -84,13 +88,15 @@ class DecideOptions:
     offset: str | None = None
     models: str | None = None
     accounts: str | None = None
+    runtime: Runtime = "plan"
 
 
 def parse_options(options: Mapping[str, str]) -> DecideOptions:
     """Resolve an operator statement's options (see the module docstring).
 
     Raises:
-        ConfigError: A required option is missing or an option is unknown.
+        ConfigError: A required option is missing, an option is unknown, or ``runtime``
+            is not one of :data:`~flinkai.agents.graph.RUNTIMES`.
     """
     missing = [k for k in _REQUIRED if not options.get(k)]
     if missing:
@@ -98,7 +104,11 @@ def parse_options(options: Mapping[str, str]) -> DecideOptions:
     unknown = [k for k in options if k not in (*_REQUIRED, *_OPTIONAL)]
     if unknown:
         raise ConfigError(f"unknown option(s) {unknown}; expected {[*_REQUIRED, *_OPTIONAL]}")
-    return DecideOptions(**{k: (options.get(k) or None) for k in (*_REQUIRED, *_OPTIONAL)})  # type: ignore[arg-type]
+    runtime = options.get("runtime") or "plan"
+    if runtime not in RUNTIMES:
+        raise ConfigError(f"option 'runtime' is {runtime!r}; expected one of {list(RUNTIMES)}")
+    given = {k: (options.get(k) or None) for k in (*_REQUIRED, *_OPTIONAL) if k != "runtime"}
+    return DecideOptions(**given, runtime=runtime)  # type: ignore[arg-type]
 
 
 def process_transaction(
@@ -167,7 +177,7 @@ def _make_process_function(opts: DecideOptions, udf_errors: ErrorPolicy) -> Any:
                 ValueStateDescriptor("flinkai-risk-spend", Types.PICKLED_BYTE_ARRAY())
             )
             models = RiskModels(Path(opts.models).expanduser() if opts.models else None)
-            self._graph = RiskGraph.from_models(models)
+            self._graph = RiskGraph.from_models(models, opts.runtime)
             self._accounts = load_accounts(Path(opts.accounts) if opts.accounts else None)
             group = metrics.flinkai_group(runtime_context.get_metrics_group())
             internal = group.counter(metrics.INTERNAL_ERRORS.name)
