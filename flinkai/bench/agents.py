@@ -1,9 +1,15 @@
 """``flinkai bench agents``: the risk decision graph three ways, on the same transactions.
 
-* ``job``: ``jobs/risk_decisions.sql`` on the local MiniCluster (Kafka in and out);
+* ``job``: ``jobs/risk_decisions.sql`` on the local MiniCluster (Kafka in and out); the
+  operator runs the graph in its default runtime, the plan
+  (:class:`~flinkai.agents.plan.GraphPlan`);
 * ``services``: the three agents as aiohttp services on loopback, called in series per
   transaction by a plain Kafka consumer (:mod:`flinkai.bench.agent_services`);
-* ``raw``: the same LangGraph graph in a plain Python loop (no Kafka, no Flink).
+* ``raw``: the same LangGraph graph in a plain Python loop (no Kafka, no Flink), run by
+  LangGraph's own compiled ``invoke``.
+
+``--floor`` adds variants of the job leg (:data:`JOB_VARIANTS`), among them
+``job-langgraph``: the real operator with ``'runtime' = 'langgraph'``.
 
 Each leg: a warm-up (answered in full before timing), then a burst of ``events``
 transactions sent at once, whose drain rate is the leg's max QPS; then a paced run
@@ -58,17 +64,18 @@ LEGS = ("raw", "services", "job")
 #: Python key selector), the wiring before the key moved to the JVM. ``job-thread``: the
 #: real operator in PyFlink's thread mode (Python embedded in the TaskManager's JVM; no
 #: Python worker, no bundles, no gRPC state requests); measured slower here, not in
-#: ``--floor``. ``job-nodes``: the real operator's steps with the graph's nodes called
-#: directly, without LangGraph's invoke (what LangGraph costs inside the job).
+#: ``--floor``. ``job-langgraph``: the real operator with ``'runtime' = 'langgraph'``,
+#: the graph run by LangGraph's Pregel invoke instead of the default plan runtime (what
+#: that loop costs inside the job). The other real-operator legs run the default runtime.
 JOB_VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "job-fixed-pykey": ("flinkai.bench.agents_floor.fixed_python_key", {}),
     "job-fixed": ("flinkai.bench.agents_floor.fixed", {}),
     "job-state": ("flinkai.bench.agents_floor.state_only", {}),
     "job-pykey": ("flinkai.bench.agents_floor.decide_python_key", {}),
     "job-thread": ("flinkai.operators.agents.decide", {"python.execution-mode": "thread"}),
-    "job-nodes": ("flinkai.bench.agents_floor.direct_nodes", {}),
+    "job-langgraph": ("flinkai.bench.agents_floor.decide_langgraph", {}),
 }
-FLOOR_LEGS = ("job-fixed-pykey", "job-fixed", "job-state", "job-pykey", "job")
+FLOOR_LEGS = ("job-fixed-pykey", "job-fixed", "job-state", "job-pykey", "job-langgraph", "job")
 _OPERATOR = "flinkai.operators.agents.decide"
 
 
@@ -123,7 +130,12 @@ def _cpu_s(exclude_broker: bool = True) -> float:
 
 def run_raw(pool: Sequence[dict[str, Any]], models: Path | None, accounts: Path | None,
             options: AgentsOptions) -> LegResult:  # fmt: skip
-    """The graph in a plain loop, with per-account state in a dict."""
+    """The graph in a plain loop, with per-account state in a dict.
+
+    The issue defines this leg as the same LangGraph graph in a plain loop, so it runs
+    LangGraph's own compiled ``invoke`` (``runtime="langgraph"``), not the plan runtime
+    the job uses by default.
+    """
     import base64
 
     from flinkai.agents.data import load_accounts
@@ -132,7 +144,7 @@ def run_raw(pool: Sequence[dict[str, Any]], models: Path | None, accounts: Path 
     from flinkai.operators.agents import process_transaction
 
     with RssSampler() as rss:
-        graph = RiskGraph.from_models(RiskModels(models))
+        graph = RiskGraph.from_models(RiskModels(models), runtime="langgraph")
         table = load_accounts(accounts)
         states: dict[str, Any] = {}
 
@@ -412,9 +424,11 @@ def step_costs(pool: Sequence[dict[str, Any]], models: Path | None, accounts: Pa
 
     ``parse``: validating the raw bytes; ``window``: rebuilding the spend window from
     its snapshot, reading it and writing the new snapshot; ``graph``: one LangGraph
-    invoke with both models; ``nodes``: the same node functions called directly
-    (what LangGraph adds is ``graph - nodes``); ``pickle``: the snapshot through
-    pickle both ways, as the state backend stores it.
+    invoke (Pregel) with both models; ``plan``: the same graph run by the plan runtime
+    (:class:`~flinkai.agents.plan.GraphPlan`, the operator's default); ``nodes``: the
+    same node functions called in order by hand (what the plan adds is ``plan - nodes``,
+    what Pregel adds ``graph - nodes``); ``pickle``: the snapshot through pickle both
+    ways, as the state backend stores it.
     """
     import pickle
 
@@ -424,7 +438,7 @@ def step_costs(pool: Sequence[dict[str, Any]], models: Path | None, accounts: Pa
     from flinkai.agents.transactions import Transaction, parse_transaction
     from flinkai.agents.window import SpendWindow
 
-    graph = RiskGraph.from_models(RiskModels(models))
+    graph = RiskGraph.from_models(RiskModels(models), runtime="langgraph")
     table = load_accounts(accounts)
     raws = [json.dumps(e).encode() for e in _events(n, "s", pool)]
     txs = [t for t in map(parse_transaction, raws) if isinstance(t, Transaction)]
@@ -464,7 +478,8 @@ def step_costs(pool: Sequence[dict[str, Any]], models: Path | None, accounts: Pa
         "parse_us": timed(parse_transaction, raws),
         "window_us": timed(window, txs),
         "pickle_us": timed(lambda _: pickle.loads(pickle.dumps(snap)), txs),
-        "graph_us": timed(lambda tx: graph.invoke(state(tx)), txs),
+        "graph_us": timed(lambda tx: graph.compiled.invoke(state(tx)), txs),
+        "plan_us": timed(lambda tx: graph.plan.invoke(state(tx)), txs),
         "nodes_us": timed(nodes, txs),
     }
 
@@ -591,7 +606,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--floor", action="store_true",
                         help="where the job's time goes: the services, then the job with a "
                         "fixed-decision operator (Python and JVM keying), + keyed state, the "
-                        "real operator (Python and JVM keying); plus in-process step costs")  # fmt: skip
+                        "real operator (Python and JVM keying), the real operator with "
+                        "'runtime' = 'langgraph' (LangGraph's Pregel invoke) and with its "
+                        "default plan runtime; plus in-process step costs")  # fmt: skip
     parser.add_argument("--rate", type=float, metavar="EVENTS_PER_S",
                         help="pace every leg at this rate instead of half its own max rate "
                         "(latencies compared at one load)")  # fmt: skip

@@ -12,46 +12,32 @@ so ``jobs/risk_decisions.sql`` runs unchanged with one of them named instead:
   selector, an extra Python operator in front of the exchange), the wiring the real
   operator had before it keyed on the JVM side;
 * :func:`decide_python_key`: the real operator's function with that previous wiring;
-* :func:`direct_nodes`: the real operator's steps, the graph's nodes called directly
-  (:class:`DirectGraph`) instead of through LangGraph's invoke.
+* :func:`decide_langgraph`: the real operator with ``'runtime' = 'langgraph'``: the
+  graph run by LangGraph's compiled ``invoke`` (its Pregel loop) instead of the default
+  plan runtime (:class:`~flinkai.agents.plan.GraphPlan`), to measure what that loop
+  costs inside the job.
 
-The real operator is the third step. Bench code only: nothing here decides anything.
+The real operator (default runtime) is the last step. Bench code only: the stand-ins
+decide nothing, and :func:`decide_langgraph` is the production operator with one option.
 """
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flinkai.agents.graph import (
-    DecisionState,
-    RiskGraph,
-    after_credit,
-    after_fraud,
-    decide_node,
-    limit_node,
-)
 from flinkai.agents.transactions import InvalidTransaction, parse_transaction
 from flinkai.agents.window import SpendWindow
 from flinkai.errors import ConfigError
 from flinkai.functions.events import payload_base64
-from flinkai.operators.agents import (
-    DecideOptions,
-    decision_type_info,
-    keyed_decisions,
-    parse_options,
-    process_transaction,
-)
+from flinkai.operators.agents import decide, decision_type_info, keyed_decisions, parse_options
 
 if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment, Table
 
 __all__ = [
-    "DirectGraph",
+    "decide_langgraph",
     "decide_python_key",
-    "direct_nodes",
     "fixed",
     "fixed_python_key",
     "floor_row",
@@ -105,56 +91,11 @@ def _function(with_state: bool) -> Any:
     return _Floor()
 
 
-class DirectGraph(RiskGraph):
-    """The graph's own nodes and routers called in order, without LangGraph's Pregel loop.
-
-    Bench only: it measures what LangGraph's per-invoke machinery costs inside the job.
-    The walk mirrors the edges of :class:`RiskGraph` (checked against it in the tests).
-    """
-
-    def invoke(self, state: DecisionState) -> DecisionState:
-        s: Any = dict(state)
-        s.update(self.fraud_node(s))
-        if after_fraud(s) == "credit":
-            s.update(self.credit_node(s))
-            if after_credit(s) == "limit":
-                s.update(limit_node(s))
-        s.update(decide_node(s))
-        return typing.cast(DecisionState, s)
-
-
-def _direct_function(opts: DecideOptions) -> Any:
-    from pyflink.common import Row, Types
-    from pyflink.datastream import KeyedProcessFunction, RuntimeContext
-    from pyflink.datastream.state import ValueStateDescriptor
-
-    from flinkai.agents.data import load_accounts
-    from flinkai.agents.models import RiskModels
-
-    class _Direct(KeyedProcessFunction):
-        def open(self, runtime_context: RuntimeContext) -> None:
-            self._state = runtime_context.get_state(
-                ValueStateDescriptor("flinkai-risk-spend", Types.PICKLED_BYTE_ARRAY())
-            )
-            models = RiskModels(Path(opts.models).expanduser() if opts.models else None)
-            self._graph = DirectGraph.from_models(models)
-            self._accounts = load_accounts(Path(opts.accounts) if opts.accounts else None)
-
-        def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
-            row = tuple(value[i] for i in range(4))
-            out, snap = process_transaction(self._state.value(), row, self._graph,
-                                            self._accounts)  # fmt: skip
-            if snap is not None:
-                self._state.update(snap)
-            yield Row(*out)
-
-    return _Direct()
-
-
-def direct_nodes(t_env: StreamTableEnvironment, table: Table, options: Mapping[str, str]) -> Table:
-    """The real operator's steps with :class:`DirectGraph` instead of LangGraph's invoke."""
-    opts = parse_options(options)
-    return keyed_decisions(t_env, table, opts, _direct_function(opts))
+def decide_langgraph(
+    t_env: StreamTableEnvironment, table: Table, options: Mapping[str, str]
+) -> Table:
+    """The real operator with ``'runtime' = 'langgraph'`` (LangGraph's Pregel invoke)."""
+    return decide(t_env, table, {**options, "runtime": "langgraph"})
 
 
 def fixed(t_env: StreamTableEnvironment, table: Table, options: Mapping[str, str]) -> Table:

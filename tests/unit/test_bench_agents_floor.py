@@ -58,33 +58,15 @@ def test_floor_row_dead_letters_bad_bytes_like_the_operator() -> None:
     assert tx is None and row["tx_id"] is None and row["error_reason"] == "not_json"
 
 
-class _Scorer:
-    def __init__(self, value: float) -> None:
-        self.value = value
-
-    def score(self, features: object) -> float:
-        return self.value
-
-
-@pytest.mark.parametrize(
-    ("fraud", "credit", "account", "spend"),
-    [
-        (0.9, 0.1, True, 0.0),  # fraud_high: credit never called
-        (0.1, 0.9, True, 0.0),  # credit_high_risk
-        (0.1, 0.1, False, 0.0),  # unknown_account
-        (0.1, 0.1, True, 0.0),  # within_limit
-        (0.1, 0.1, True, 999.0),  # over_limit
-    ],
-)
-def test_direct_graph_decides_as_langgraph(
-    fraud: float, credit: float, account: bool, spend: float
+def test_the_langgraph_leg_is_the_real_operator_with_the_langgraph_runtime(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from flinkai.agents.data import Account
-    from flinkai.agents.graph import RiskGraph
-    from flinkai.bench.agents_floor import DirectGraph
+    from flinkai.bench import agents_floor
 
-    args = (_Scorer(fraud), _Scorer(credit), 0.5, 0.3, {"fraud": "f", "credit": "c"})
-    acc = Account("7", credit_limit=1000.0, features=(1.0,) * 23) if account else None
-    call = ("t", "7", 1, 5.0, (0.0,) * 28, acc, spend)
-    want = RiskGraph(*args).decide(*call)
-    assert DirectGraph(*args).decide(*call) == want
+    seen: list[dict[str, str]] = []
+    monkeypatch.setattr(agents_floor, "decide", lambda t_env, table, options: seen.append(options))
+    options = {"key": "account_id", "payload": "payload"}
+    agents_floor.decide_langgraph(None, None, options)
+    assert seen == [{**options, "runtime": "langgraph"}]
+    assert JOB_VARIANTS["job-langgraph"] == ("flinkai.bench.agents_floor.decide_langgraph", {})
+    assert FLOOR_LEGS[-2:] == ("job-langgraph", "job")
