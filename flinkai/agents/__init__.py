@@ -6,6 +6,7 @@
 * :mod:`flinkai.agents.models`: the models at run time (ONNX Runtime);
 * :mod:`flinkai.agents.window`: an account's 24 h spend as plain data;
 * :mod:`flinkai.agents.graph`: the decision graph;
+* :mod:`flinkai.agents.plan`: running a LangGraph graph as a straight walk of its nodes;
 * :mod:`flinkai.agents.draw`: the graph as a picture, from LangGraph's structure.
 
 The Flink operator is :func:`flinkai.operators.agents.decide`.

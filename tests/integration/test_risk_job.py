@@ -71,10 +71,13 @@ def expected(
 ) -> dict[str, dict[str, Any]]:
     """``tx_id -> decision`` of the Flink-free operator function, state kept per account.
 
+    The graph runs in LangGraph's own invoke here, the job in its default plan runtime:
+    equal decisions also show the two runtimes agree with the real models.
+
     ``reset_after``: drop every account's state after this event index (what a restart
     without restored state would do).
     """
-    graph = RiskGraph.from_models(RiskModels(models))
+    graph = RiskGraph.from_models(RiskModels(models), runtime="langgraph")
     table = load_accounts(accounts)
     states: dict[str, Any] = {}
     out = {}
