@@ -81,10 +81,13 @@ class DetectorConfig:
     with the streaming setting that comparison chose.
 
     Attributes:
-        model: ``zscore`` (Beam's z-score, :mod:`flinkai.anomaly.statistical`), or a
-            forecaster: a model name under ``$FLINKAI_HOME/models/anomaly`` or a folder.
+        model: ``zscore`` (Beam's z-score, :mod:`flinkai.anomaly.statistical`), ``cad``
+            (CAD OSE within a known value range), or a forecaster: a model name under
+            ``$FLINKAI_HOME/models/anomaly`` or a folder.
         threshold: ``is_anomaly`` is ``score >= threshold``.
-        scorer: How errors become scores.
+        scorer: How errors become scores (not used by ``cad``, whose score is its own).
+        value_min, value_max: The series' known value range; required by ``cad``
+            (:mod:`flinkai.anomaly.contextual`), used by no other model.
     """
 
     model: str = "zscore"
@@ -92,6 +95,8 @@ class DetectorConfig:
     #: (0.50912; the leave-one-group-out folds chose 0.5091 to 0.5238).
     threshold: float = 0.5091
     scorer: ScorerConfig = field(default_factory=lambda: STREAM_NUMENTA)
+    value_min: float | None = None
+    value_max: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """The operator's per-key detector, whichever ``model`` it names.
 
 ``model = 'zscore'`` is Beam's z-score (:mod:`flinkai.anomaly.statistical`, no
-files); any other name is a forecaster folder run by ONNX Runtime
-(:class:`~flinkai.anomaly.step.StepModel`, :class:`~flinkai.anomaly.detector.SeriesDetector`).
-Both detectors have the same ``update`` / ``snapshot`` / ``from_snapshot`` shape.
+files); ``model = 'cad'`` is CAD OSE within the configured value range
+(:mod:`flinkai.anomaly.contextual`, no files); any other name is a forecaster folder
+run by ONNX Runtime (:class:`~flinkai.anomaly.step.StepModel`,
+:class:`~flinkai.anomaly.detector.SeriesDetector`). The detectors have the same
+``update`` / ``snapshot`` / ``from_snapshot`` shape.
 """
 
 from __future__ import annotations
@@ -11,24 +13,37 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from flinkai.anomaly.contextual import CAD_MODEL, CadModel, CadSeriesDetector
 from flinkai.anomaly.detector import DetectorConfig, SeriesDetector
+from flinkai.anomaly.errors import AnomalyModelError
 from flinkai.anomaly.statistical import ZSCORE_MODEL, ZScoreModel, ZScoreSeriesDetector
 from flinkai.anomaly.step import StepModel
 
 __all__ = ["KeyDetector", "KeyModel", "new_detector", "open_model", "restore_detector"]
 
-KeyModel = StepModel | ZScoreModel
-KeyDetector = SeriesDetector | ZScoreSeriesDetector
+KeyModel = StepModel | ZScoreModel | CadModel
+KeyDetector = SeriesDetector | ZScoreSeriesDetector | CadSeriesDetector
 
 
-def open_model(name: str) -> KeyModel:
+def open_model(
+    name: str, value_range: tuple[float | None, float | None] = (None, None)
+) -> KeyModel:
     """The detector model the operator's ``model`` option names (loaded once per worker).
 
+    Args:
+        value_range: The series' known ``(min, max)``: required by ``cad``.
+
     Raises:
-        AnomalyModelError: A forecaster folder that holds no loadable model.
+        AnomalyModelError: A forecaster folder that holds no loadable model, or
+            ``cad`` without a value range.
     """
     if name == ZSCORE_MODEL:
         return ZScoreModel()
+    if name == CAD_MODEL:
+        low, high = value_range
+        if low is None or high is None:
+            raise AnomalyModelError("model 'cad' needs the value range: value_min and value_max")
+        return CadModel(low, high)
     from flinkai.anomaly.spec import resolve_model_dir
 
     return StepModel(resolve_model_dir(name))
@@ -38,6 +53,8 @@ def new_detector(model: Any, config: DetectorConfig) -> KeyDetector:
     """A fresh key's detector."""
     if isinstance(model, ZScoreModel):
         return ZScoreSeriesDetector(model, config)
+    if isinstance(model, CadModel):
+        return CadSeriesDetector(model, config)
     return SeriesDetector(model, config)
 
 
@@ -45,4 +62,6 @@ def restore_detector(snap: Mapping[str, Any], model: Any, config: DetectorConfig
     """A key's detector from its stored snapshot, with the current config and model."""
     if isinstance(model, ZScoreModel):
         return ZScoreSeriesDetector.from_snapshot(snap, model, config)
+    if isinstance(model, CadModel):
+        return CadSeriesDetector.from_snapshot(snap, model, config)
     return SeriesDetector.from_snapshot(snap, model, config)

@@ -24,6 +24,10 @@ each point before learning it. Detectors:
   per point the key's state is unpickled, rebuilt, updated and pickled, with the
   operator's default scorer (or ``--operator-scorer``); its native output is the
   z-score, so its scorer rows equal ``zscore``'s.
+* ``cad_operator`` (run when named): ``model = 'cad'`` as the operator runs it
+  (:mod:`flinkai.anomaly.contextual`: 1,000 contexts, rest period 30), each file with
+  NAB's range (its own min/max, future values included, as NAB gives every
+  detector); every 100th point takes the state round trip.
 * ``ensemble_max`` and ``ensemble_mean`` (run when named): per point the max or
   the mean of two members' final scores: ``zscore`` through ``numenta_stream`` at its
   default setting, and ``cad_probation_capped``'s own score. Their
@@ -65,7 +69,20 @@ import numpy as np
 import numpy.typing as npt
 
 from flinkai.anomaly.baselines import IQR, HalfSpaceTrees, RobustZScore, StreamingDetector, ZScore
-from flinkai.anomaly.cad import CadConfig, CadDetector, ProbationRangeCad, nab_rest_period
+from flinkai.anomaly.cad import (
+    CadConfig,
+    CadDetector,
+    ProbationRangeCad,
+    nab_rest_period,
+    rest_masked,
+)
+from flinkai.anomaly.contextual import (
+    CAD_MODEL,
+    CAD_THRESHOLD,
+    DEFAULT_MAX_CONTEXTS,
+    CadModel,
+    CadSeriesDetector,
+)
 from flinkai.anomaly.detector import DetectorConfig, PointRejected, SeriesDetector
 from flinkai.anomaly.errors import NabDataError
 from flinkai.anomaly.features import ScorerConfig
@@ -86,7 +103,13 @@ from flinkai.anomaly.spec import anomaly_models_dir
 from flinkai.anomaly.statistical import ZSCORE_MODEL, ZScoreModel
 from flinkai.anomaly.step import RecurrentState, StepModel
 from flinkai.anomaly.train import timestamps_ms
-from flinkai.bench.anomaly_variants import INPUTS, format_variant_logo, variant_logo
+from flinkai.bench.anomaly_variants import (
+    INPUTS,
+    format_joint_logo,
+    format_variant_logo,
+    joint_logo,
+    variant_logo,
+)
 from flinkai.bench.shared.suite import EntryOutput, SuiteEntry
 from flinkai.config.core import coerce_value
 from flinkai.errors import ConfigError, SetupError
@@ -115,7 +138,7 @@ DETECTORS = ("hybrid", "lstm", "zscore", "robust_zscore", "iqr", "hst")
 #: Detectors run only when named with ``--detectors``.
 CONTROLS = ("zscore_gated",)
 #: Detectors run through the operator's own per-key code, run only when named.
-OPERATOR_DETECTORS = ("zscore_operator",)
+OPERATOR_DETECTORS = ("zscore_operator", "cad_operator")
 #: Per-point combinations of two members' final scores, run only when named.
 ENSEMBLES = ("ensemble_max", "ensemble_mean")
 #: Detectors built per series (value range, probation), run only when named.
@@ -173,6 +196,8 @@ class DetectorRun:
     model_version: str | None = None
     rejected: int = 0
     native: dict[str, FloatArray] = field(default_factory=dict)
+    #: ``cad_operator`` only: CAD's raw score per point, before the rest period.
+    cad_raw: dict[str, FloatArray] = field(default_factory=dict)
 
 
 class _TimedStep:
@@ -263,6 +288,45 @@ def _run_keyed(
     return run
 
 
+def _run_cad_operator(
+    run: DetectorRun, data: Mapping[str, NabSeries], max_contexts: int, every: int
+) -> DetectorRun:
+    """``model = 'cad'`` through the operator's per-key code, with NAB's range per file.
+
+    Every ``every``-th point (100 unless ``--round-trip-every``) goes through the state
+    round trip (snapshot, pickle, unpickle, rebuild) and is timed as an operator step,
+    its pickled state size noted; a round trip at every point gives the same scores
+    (tests/unit/test_anomaly_contextual.py).
+    """
+    config = DetectorConfig(model=CAD_MODEL, threshold=CAD_THRESHOLD)
+    for key, s in data.items():
+        model = CadModel(float(s.values.min()), float(s.values.max()), max_contexts)
+        run.model_version = model.model_version.split("-r", 1)[0]
+        det = CadSeriesDetector(model, config)
+        out = np.zeros(len(s.values))
+        raw = np.zeros(len(s.values))
+        stamps = timestamps_ms(s).tolist()
+        for i, (ts, v) in enumerate(zip(stamps, s.values.tolist(), strict=True)):
+            t0 = time.perf_counter()
+            if i % every == 0:
+                blob = pickle.dumps(det.snapshot())
+                det = CadSeriesDetector.from_snapshot(pickle.loads(blob), model, config)
+                run.state_bytes = max(run.state_bytes or 0, len(blob))
+            try:
+                out[i] = det.update(int(ts), float(v)).score
+                raw[i] = det.last_error or 0.0
+            except PointRejected:
+                run.rejected += 1
+            (run.operator_ms if i % every == 0 else run.step_ms).append(
+                (time.perf_counter() - t0) * 1000
+            )
+        run.state_bytes = max(run.state_bytes or 0, len(pickle.dumps(det.snapshot())))
+        run.scores[key] = out
+        run.native[key] = out.copy()
+        run.cad_raw[key] = raw
+    return run
+
+
 def _round_trips(
     run: DetectorRun, key: str, s: NabSeries, blob: bytes, restore: Callable[[Any], Any]
 ) -> None:
@@ -313,7 +377,8 @@ def run_detector(
     data: Mapping[str, NabSeries],
     models_root: Path | None = None,
     operator_scorer: ScorerConfig | None = None,
-    cad_max_contexts: int = CAD_MAX_CONTEXTS,
+    cad_max_contexts: int | None = None,
+    round_trip_every: int = _ROUND_TRIP_EVERY,
 ) -> DetectorRun:
     """Run one detector over every series.
 
@@ -324,6 +389,9 @@ def run_detector(
         SetupError: A forecaster's model folder is missing.
     """
     run = DetectorRun(name)
+    if name == "cad_operator":
+        cap = cad_max_contexts or DEFAULT_MAX_CONTEXTS  # the operator's own default
+        return _run_cad_operator(run, data, cap, round_trip_every)
     if name in OPERATOR_DETECTORS:
         return _run_keyed(run, ZScoreModel(), data, operator_scorer)
     if name in _NEURAL:
@@ -342,7 +410,7 @@ def run_detector(
             )
         return run
     if name in SERIES_DETECTORS:
-        return _run_series_detector(run, data, cad_max_contexts)
+        return _run_series_detector(run, data, cad_max_contexts or CAD_MAX_CONTEXTS)
     factory = _BASELINES.get(name) or _GATED[name]
     gate = ScorerConfig().peak_window if name in _GATED else 0
     for key, s in data.items():
@@ -457,8 +525,10 @@ def run_anomaly_bench(
     scorers: Sequence[str] = SCORERS,
     protocol: str = "fixed",
     operator_scorer: ScorerConfig | None = None,
-    cad_max_contexts: int = CAD_MAX_CONTEXTS,
+    cad_max_contexts: int | None = None,
     zscore_variants: tuple[Sequence[int], Sequence[str]] | None = None,
+    cad_rest_periods: Sequence[int] | None = None,
+    round_trip_every: int = _ROUND_TRIP_EVERY,
 ) -> dict[str, Any]:
     """Run the detectors on a NAB-layout folder and summarise each.
 
@@ -466,7 +536,9 @@ def run_anomaly_bench(
     at the default settings (``protocol="fixed"``), or, with ``protocol="logo"``,
     with settings chosen leave-one-group-out as well. ``zscore_variants`` (windows,
     inputs) adds a joint LOGO over those z-score variants and the scorers' settings
-    (:mod:`flinkai.bench.anomaly_variants`).
+    (:mod:`flinkai.bench.anomaly_variants`). ``cad_rest_periods`` adds a joint LOGO
+    over ``cad_operator``'s rest period and the scorers' settings (one run: the rest
+    period only hides scores, :func:`~flinkai.anomaly.cad.rest_masked`).
 
     Returns:
         JSON-ready results: run facts and one summary per detector.
@@ -480,7 +552,9 @@ def run_anomaly_bench(
 
     def member(name: str) -> DetectorRun:
         if name not in runs:
-            runs[name] = run_detector(name, data, models_root, operator_scorer, cad_max_contexts)
+            runs[name] = run_detector(
+                name, data, models_root, operator_scorer, cad_max_contexts, round_trip_every
+            )
         return runs[name]
 
     for name in detectors:
@@ -511,6 +585,18 @@ def run_anomaly_bench(
         "cad_max_contexts": cad_max_contexts,
         "detectors": results,
     }
+    if cad_rest_periods and "cad_operator" in runs:
+        keys = sorted(data)
+        raw = runs["cad_operator"].cad_raw
+        natives = {
+            (r,): [np.asarray(rest_masked(raw[k].tolist(), r)) for k in keys]
+            for r in cad_rest_periods
+        }
+        out["cad_rest_variants"] = {
+            "rest_periods": list(cad_rest_periods),
+            "max_contexts": cad_max_contexts or DEFAULT_MAX_CONTEXTS,
+            "scorers": joint_logo(data, natives, ("rest_period",), scorers),
+        }
     if zscore_variants is not None:
         t0 = time.perf_counter()
         out["zscore_variants"] = variant_logo(data, *zscore_variants, scorers)
@@ -522,6 +608,13 @@ def format_tables(result: Mapping[str, Any]) -> str:
     """One Markdown table per NAB group (and ``all``), then latency and state size."""
     dets: Mapping[str, Any] = result["detectors"]
     variants = format_variant_logo(result["zscore_variants"]) if "zscore_variants" in result else []
+    if "cad_rest_variants" in result:
+        r = result["cad_rest_variants"]
+        variants += format_joint_logo(
+            f"cad_operator's rest period ({r['rest_periods']}, {r['max_contexts']} contexts)",
+            r["scorers"],
+            ("rest_period",),
+        )
     if not dets:
         return "\n".join(variants)
     first = next(iter(dets.values()))
@@ -631,7 +724,7 @@ def _handle(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as e:
         print(f"--operator-scorer: {e}", file=sys.stderr)
         return 2
-    if args.cad_max_contexts < 4:
+    if args.cad_max_contexts is not None and args.cad_max_contexts < 4:
         print("--cad-max-contexts: must be >= 4", file=sys.stderr)
         return 2
     scorers = [x.strip() for x in args.scorers.split(",") if x.strip()]
@@ -641,6 +734,17 @@ def _handle(args: argparse.Namespace) -> int:
     variants = _zscore_variants(args.zscore_windows, args.zscore_inputs)
     if isinstance(variants, str):
         print(variants, file=sys.stderr)
+        return 2
+    try:
+        rests = [int(r) for r in args.cad_rest_periods.split(",")] if args.cad_rest_periods else []
+    except ValueError:
+        rests = [0]
+    if args.round_trip_every < 1:
+        print("--round-trip-every: must be >= 1", file=sys.stderr)
+        return 2
+    if any(r < 1 for r in rests):
+        print(f"--cad-rest-periods: expected integers >= 1, got {args.cad_rest_periods!r}",
+              file=sys.stderr)  # fmt: skip
         return 2
     try:
         result = run_anomaly_bench(
@@ -653,6 +757,8 @@ def _handle(args: argparse.Namespace) -> int:
             operator_scorer,
             args.cad_max_contexts,
             variants,
+            rests or None,
+            args.round_trip_every,
         )
     except SetupError as e:
         print(f"bench anomaly: {e}", file=sys.stderr)
@@ -707,10 +813,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--cad-max-contexts",
         type=int,
-        default=CAD_MAX_CONTEXTS,
+        default=None,
         metavar="N",
-        help="context cap of cad_capped and cad_probation_capped (least recently used "
-        f"evicted; default {CAD_MAX_CONTEXTS})",
+        help="context cap of cad_capped, cad_probation_capped and cad_operator (least recently used "
+        f"evicted; default {CAD_MAX_CONTEXTS}; cad_operator: the operator's "
+        f"{DEFAULT_MAX_CONTEXTS})",
     )
     parser.add_argument(
         "--protocol",
@@ -719,6 +826,20 @@ def register(subparsers: Any) -> None:
         help="fixed: each scorer at its default setting; logo: also choose each scorer's "
         "setting leave-one-group-out (on the other NAB groups' files only) and report the "
         "pooled held-out score",
+    )
+    parser.add_argument(
+        "--round-trip-every",
+        type=int,
+        default=_ROUND_TRIP_EVERY,
+        metavar="N",
+        help=f"cad_operator: every N-th point takes the timed state round trip (default "
+        f"{_ROUND_TRIP_EVERY}; 1: every point, as the operator does)",
+    )
+    parser.add_argument(
+        "--cad-rest-periods",
+        metavar="N,N,...",
+        help="with cad_operator: also choose its rest period leave-one-group-out, jointly "
+        "with each scorer's setting",
     )
     parser.add_argument(
         "--zscore-windows",
@@ -760,7 +881,8 @@ def _suite_run(series: int | None) -> EntryOutput:
     data = {k: data[k] for k in pick_series(list(data), series)}
     points = sum(len(s.values) for s in data.values())
     rows: list[dict[str, Any]] = []
-    # zscore_operator: the operator's default (model 'zscore'), through its own per-key code.
+    # zscore_operator: the operator's default (model 'zscore'), through its own per-key code;
+    # cad_operator: its model 'cad', each series with its own range.
     for name in (*DETECTORS, *OPERATOR_DETECTORS):
         t0 = time.perf_counter()
         try:

@@ -29,7 +29,14 @@ from flinkai.anomaly.logo import logo_select
 from flinkai.anomaly.nab import NabSeries
 from flinkai.anomaly.scorers import SETTINGS, apply_scorer
 
-__all__ = ["INPUTS", "run_variant", "variant_logo"]
+__all__ = [
+    "INPUTS",
+    "format_joint_logo",
+    "format_variant_logo",
+    "joint_logo",
+    "run_variant",
+    "variant_logo",
+]
 
 INPUTS = ("value", "diff")
 
@@ -60,6 +67,40 @@ def run_variant(series: NabSeries, window: int, source: str) -> np.ndarray:
     return out
 
 
+def joint_logo(
+    data: Mapping[str, NabSeries],
+    natives: Mapping[tuple[Any, ...], Sequence[np.ndarray]],
+    names: Sequence[str],
+    scorers: Sequence[str],
+) -> dict[str, Any]:
+    """Per scorer, LOGO over every (variant, scorer setting).
+
+    Args:
+        natives: Per variant (a tuple of values named by ``names``), one native
+            output per file in sorted key order.
+    """
+    keys = sorted(data)
+    labels = [data[k].labels for k in keys]
+    out: dict[str, Any] = {}
+    for scorer in scorers:
+        settings: list[dict[str, Any]] = []
+        candidates = []
+        for variant, per_file in natives.items():
+            for st in SETTINGS[scorer]:
+                settings.append({**dict(zip(names, variant, strict=True)), **st})
+                candidates.append([
+                    apply_scorer(scorer, n, data[k].values, st)
+                    for n, k in zip(per_file, keys, strict=True)
+                ])  # fmt: skip
+        result = logo_select(labels, candidates)
+        result["settings"] = settings
+        for fold in result["folds"]:
+            fold["setting"] = settings[fold["candidate"]]
+        result["in_sample_best_setting"] = settings[result["in_sample_best_candidate"]]
+        out[scorer] = result
+    return out
+
+
 def variant_logo(
     data: Mapping[str, NabSeries],
     windows: Sequence[int],
@@ -74,43 +115,30 @@ def variant_logo(
     if not windows or min(windows) < 2:
         raise ValueError(f"z-score windows must be >= 2, got {list(windows)}")
     keys = sorted(data)
-    labels = [data[k].labels for k in keys]
     natives = {
         (w, src): [run_variant(data[k], w, src) for k in keys] for w in windows for src in inputs
     }
-    out: dict[str, Any] = {"windows": list(windows), "inputs": list(inputs), "scorers": {}}
-    for scorer in scorers:
-        settings: list[dict[str, Any]] = []
-        candidates = []
-        for (w, src), per_file in natives.items():
-            for st in SETTINGS[scorer]:
-                settings.append({"window": w, "input": src, **st})
-                candidates.append([
-                    apply_scorer(scorer, n, data[k].values, st)
-                    for n, k in zip(per_file, keys, strict=True)
-                ])  # fmt: skip
-        result = logo_select(labels, candidates)
-        result["settings"] = settings
-        for fold in result["folds"]:
-            fold["setting"] = settings[fold["candidate"]]
-        best = result["in_sample_best_candidate"]
-        result["in_sample_best_setting"] = settings[best]
-        out["scorers"][scorer] = result
-    return out
+    scored = joint_logo(data, natives, ("window", "input"), scorers)
+    return {"windows": list(windows), "inputs": list(inputs), "scorers": scored}
 
 
 def format_variant_logo(result: Mapping[str, Any]) -> list[str]:
+    """Markdown lines of :func:`variant_logo`'s result."""
+    title = f"Z-score variants (windows {result['windows']}, inputs {result['inputs']})"
+    return format_joint_logo(title, result["scorers"], ("window", "input"))
+
+
+def format_joint_logo(title: str, scorers: Mapping[str, Any], names: Sequence[str]) -> list[str]:
     """Markdown lines: per scorer the pooled / strict held-out score and the folds' picks."""
     lines = [
-        "\nZ-score variants, chosen leave-one-group-out with the scorer's setting "
-        f"(windows {result['windows']}, inputs {result['inputs']}): pooled / strict / "
+        f"\n{title}, chosen leave-one-group-out with the scorer's setting: pooled / strict / "
         "in-sample best\n",
-        "| scorer | pooled std | strict std | in-sample best | folds' picks (window, input) |",
+        f"| scorer | pooled std | strict std | in-sample best | folds' picks ({', '.join(names)}) |",
         "|---|---|---|---|---|",
     ]
-    for scorer, r in result["scorers"].items():
+    for scorer, r in scorers.items():
         picks = ", ".join(
-            f"{f['held_out']}: {f['setting']['window']}/{f['setting']['input']}" for f in r["folds"]
+            f"{f['held_out']}: " + "/".join(str(f["setting"][n]) for n in names) for f in r["folds"]
         )
         lines.append(
             f"| {scorer} | {r['pooled']['standard']:.1f} | {r['strict_standard']:.1f} | "

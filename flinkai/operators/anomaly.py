@@ -26,11 +26,15 @@ Options:
     offset, partition, payload: Optional columns carried to the output as
         ``source_offset``, ``source_partition``, ``payload_base64``, so a point
         the operator rejects reaches the dead-letter topic with its origin.
-    model: ``zscore`` (the default: Beam's z-score, no model files), or a forecaster:
-        a model name under ``$FLINKAI_HOME/models/anomaly`` (``hybrid``, ``lstm``)
-        or a model folder.
+    model: ``zscore`` (the default: Beam's z-score, no model files); ``cad``
+        (CAD OSE, no model files) for a series whose value range is known, given as
+        ``value_min`` and ``value_max`` (:mod:`flinkai.anomaly.contextual`); or a
+        forecaster: a model name under ``$FLINKAI_HOME/models/anomaly`` (``hybrid``,
+        ``lstm``) or a model folder.
     threshold: ``is_anomaly`` is ``score >= threshold`` (default
-        :class:`~flinkai.anomaly.detector.DetectorConfig`'s).
+        :class:`~flinkai.anomaly.detector.DetectorConfig`'s; for ``cad``,
+        :data:`~flinkai.anomaly.contextual.CAD_THRESHOLD`).
+    value_min, value_max: The known value range; ``cad`` only.
     scorer.<field>: A :class:`~flinkai.anomaly.features.ScorerConfig` field; each
         overrides that field of the default scorer
         (:data:`~flinkai.anomaly.features.STREAM_NUMENTA`: Numenta's likelihood).
@@ -58,6 +62,7 @@ row with ``error_reason`` set is a dead letter, not a score:
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -98,7 +103,7 @@ ANOMALY_FIELDS = (
 )
 _REQUIRED = ("key", "time", "value")
 _CARRIED = ("partition", "offset", "payload")
-_SETTINGS = ("model", "threshold")
+_SETTINGS = ("model", "threshold", "value_min", "value_max")
 
 
 @dataclass(frozen=True)
@@ -151,12 +156,13 @@ def parse_options(
             if field not in scorer_names:
                 raise ConfigError(f"unknown option {name}; known: {sorted(scorer_names)}")
             scorer[field] = coerce_value(hints[field], raw, name)
-        elif name == "threshold":
-            settings["threshold"] = coerce_value(float, raw, name)
+        elif name in ("threshold", "value_min", "value_max"):
+            settings[name] = coerce_value(float, raw, name)
         elif name == "model":
             settings["model"] = str(raw)
         else:
             raise ConfigError(f"unknown option {prefix}{name}")
+    _check_range(settings)
     try:
         # Scorer fields override the default scorer's, so one field never resets the rest.
         base = DetectorConfig().scorer
@@ -165,6 +171,30 @@ def parse_options(
         raise ConfigError(f"anomaly operator: {e}") from e
     carried = {k: options[k] for k in _CARRIED if options.get(k)}
     return AnomalyOptions(options["key"], options["time"], options["value"], carried, detector)
+
+
+def _check_range(settings: dict[str, Any]) -> None:
+    """``cad`` needs a finite, ordered value range; other models take none. Sets
+    ``cad``'s own default threshold when none is given.
+
+    Raises:
+        ConfigError: A missing, non-finite or inverted range for ``cad``, or a range
+            given to another model.
+    """
+    from flinkai.anomaly.contextual import CAD_MODEL, CAD_THRESHOLD
+
+    given = [k for k in ("value_min", "value_max") if k in settings]
+    if settings.get("model") != CAD_MODEL:
+        if given:
+            raise ConfigError(f"{given}: a value range is used by model '{CAD_MODEL}' only")
+        return
+    if len(given) < 2:
+        raise ConfigError(f"model '{CAD_MODEL}' needs the series' value range: 'value_min' "
+                          "and 'value_max'")  # fmt: skip
+    low, high = settings["value_min"], settings["value_max"]
+    if not (math.isfinite(low) and math.isfinite(high)) or high < low:
+        raise ConfigError(f"value range [{low}, {high}] must be finite with value_min <= value_max")
+    settings.setdefault("threshold", CAD_THRESHOLD)
 
 
 def _epoch_ms(value: Any) -> int | None:
@@ -255,7 +285,7 @@ def _make_process_function(opts: AnomalyOptions, udf_errors: ErrorPolicy) -> Any
             self._state = runtime_context.get_state(
                 ValueStateDescriptor("flinkai-anomaly-state", Types.PICKLED_BYTE_ARRAY())
             )
-            self._model = open_model(config.model)
+            self._model = open_model(config.model, (config.value_min, config.value_max))
             group = metrics.flinkai_group(runtime_context.get_metrics_group())
             internal = group.counter(metrics.INTERNAL_ERRORS.name)
             self._guard = RowGuard("flinkai-anomaly", udf_errors, internal.inc)

@@ -72,3 +72,20 @@ def test_joint_choice_lists_every_variant_and_setting_per_fold() -> None:
     for fold in r["folds"]:
         assert fold["setting"] == r["settings"][fold["candidate"]]
     assert r["in_sample_best_setting"] == r["settings"][r["in_sample_best_candidate"]]
+
+
+def test_cad_operator_raw_scores_give_its_scores_under_its_rest_period() -> None:
+    from flinkai.anomaly.cad import rest_masked
+    from flinkai.anomaly.contextual import DEFAULT_REST_PERIOD
+    from flinkai.bench.anomaly import run_detector
+
+    data = {f"{g}/{g.lower()}.csv": _nab(f"{g}/{g.lower()}.csv", _step_series(150 + i * 20), 150 + i * 20)
+            for i, g in enumerate("AB")}  # fmt: skip
+    run = run_detector("cad_operator", data, cad_max_contexts=50, round_trip_every=7)
+    for key in data:
+        assert (
+            rest_masked(run.cad_raw[key].tolist(), DEFAULT_REST_PERIOD) == run.scores[key].tolist()
+        )
+        # control: another rest period hides other scores
+        assert rest_masked(run.cad_raw[key].tolist(), 1) != run.scores[key].tolist()
+    assert run.operator_ms and run.state_bytes and run.model_version == "cad"
