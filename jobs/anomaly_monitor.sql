@@ -12,10 +12,13 @@
 -- Placeholders (fill with --var NAME=VALUE, env vars, or `vars:` in configs/*.yaml):
 --   KAFKA_BOOTSTRAP, POINTS_TOPIC, ANOMALY_TOPIC, DLQ_TOPIC,
 --   SCAN_BOUNDED_MODE (unbounded | latest-offset: stop at the offsets seen at start),
---   ANOMALY_MODEL (default zscore: no model files; or hybrid / lstm under
+--   ANOMALY_MODEL (default zscore: no model files; cad: CAD OSE for a series with a
+--   known range, set ANOMALY_VALUE_MIN and ANOMALY_VALUE_MAX; or hybrid / lstm under
 --   $FLINKAI_HOME/models/anomaly, built by flinkai model train-anomaly, or a folder),
---   ANOMALY_THRESHOLD (default 0.5091, the operator's), DELIVERY_GUARANTEE (default
---   exactly-once), TRANSACTIONAL_ID_PREFIX (built in: per job).
+--   ANOMALY_THRESHOLD (default: the model's own, 0.5091 for zscore, 0.7521 for cad),
+--   DELIVERY_GUARANTEE (default exactly-once), TRANSACTIONAL_ID_PREFIX (built in: per job).
+--   An empty setting is unset: the Flink option flinkai.anomaly.<name>, else the
+--   operator's default, applies.
 
 SET 'pipeline.name' = 'flinkai-anomaly-monitor';
 
@@ -96,7 +99,8 @@ CREATE TEMPORARY VIEW scored AS
   WITH ('key' = 'series', 'time' = 'ts_ms', 'value' = 'value',
         'partition' = 'source_partition', 'offset' = 'source_offset',
         'payload' = 'raw_base64',
-        'model' = '${ANOMALY_MODEL:-zscore}', 'threshold' = '${ANOMALY_THRESHOLD:-0.5091}');
+        'model' = '${ANOMALY_MODEL:-}', 'threshold' = '${ANOMALY_THRESHOLD:-}',
+        'value_min' = '${ANOMALY_VALUE_MIN:-}', 'value_max' = '${ANOMALY_VALUE_MAX:-}');
 
 INSERT INTO anomalies_out
 SELECT `key`, ts, `value`, score, is_anomaly, model_version

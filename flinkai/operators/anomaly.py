@@ -44,7 +44,7 @@ Options:
 
 Settings resolve, lowest precedence first: the defaults, Flink options
 ``flinkai.anomaly.<option>`` (``SET`` or ``runtime.flink_conf``), then the
-statement's options.
+statement's options; a statement option set to the empty string is unset.
 
 Output columns (:data:`ANOMALY_FIELDS`): ``key, ts, value, score, is_anomaly,
 model_version``, then ``error_reason, error_detail`` and the carried columns. A
@@ -145,7 +145,10 @@ def parse_options(
         )
     prefix = "flinkai.anomaly."
     merged = {k[len(prefix) :]: v for k, v in (flink_conf or {}).items() if k.startswith(prefix)}
-    merged.update({k: v for k, v in options.items() if k in _SETTINGS or k.startswith("scorer.")})
+    # An empty setting is unset (a script's placeholder with an empty default), so the
+    # Flink option or the default applies.
+    merged.update({k: v for k, v in options.items()
+                   if (k in _SETTINGS or k.startswith("scorer.")) and v != ""})  # fmt: skip
     hints = typing.get_type_hints(ScorerConfig)
     scorer_names = {f.name for f in dataclasses.fields(ScorerConfig)}
     scorer: dict[str, Any] = {}

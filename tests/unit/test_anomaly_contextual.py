@@ -139,6 +139,11 @@ def test_operator_options() -> None:
         parse_options({**base, "model": "cad", "value_min": "5", "value_max": "1"})
     with pytest.raises(ConfigError, match="must be finite"):
         parse_options({**base, "model": "cad", "value_min": "-inf", "value_max": "1"})
+    # an empty option (a script placeholder left empty) is unset: the Flink option or default
+    empty = {"model": "", "threshold": "", "value_min": "", "value_max": ""}
+    unset = parse_options({**base, **empty}, {"flinkai.anomaly.threshold": "0.7"})
+    assert (unset.detector.model, unset.detector.threshold) == ("zscore", 0.7)
+    assert unset.detector.value_min is None
     with pytest.raises(AnomalyModelError, match="value range"):
         open_model("cad")
     with pytest.raises(DetectorInputError):
