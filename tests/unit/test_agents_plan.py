@@ -204,20 +204,17 @@ def _join() -> StateGraph[Any, Any, Any, Any]:
     return builder
 
 
-def _retry() -> StateGraph[Any, Any, Any, Any]:
-    builder: StateGraph[Any, Any, Any, Any] = StateGraph(S)
-    builder.add_node("x", _set(a=1), retry_policy=RetryPolicy())
-    builder.add_edge(START, "x")
-    builder.add_edge("x", END)
-    return builder
+def _one_node(**node_options: Any) -> Callable[[], StateGraph[Any, Any, Any, Any]]:
+    """A builder of START -> x -> END, node ``x`` added with ``node_options``."""
 
+    def build() -> StateGraph[Any, Any, Any, Any]:
+        builder: StateGraph[Any, Any, Any, Any] = StateGraph(S)
+        builder.add_node("x", _set(a=1), **node_options)
+        builder.add_edge(START, "x")
+        builder.add_edge("x", END)
+        return builder
 
-def _deferred() -> StateGraph[Any, Any, Any, Any]:
-    builder: StateGraph[Any, Any, Any, Any] = StateGraph(S)
-    builder.add_node("x", _set(a=1), defer=True)
-    builder.add_edge(START, "x")
-    builder.add_edge("x", END)
-    return builder
+    return build
 
 
 async def _async_node(state: S) -> dict[str, Any]:
@@ -236,14 +233,6 @@ def _branch_without_ends() -> StateGraph[Any, Any, Any, Any]:
     return builder
 
 
-def _other_input() -> StateGraph[Any, Any, Any, Any]:
-    builder: StateGraph[Any, Any, Any, Any] = StateGraph(S)
-    builder.add_node("x", _set(a=1), input_schema=Other)
-    builder.add_edge(START, "x")
-    builder.add_edge("x", END)
-    return builder
-
-
 @pytest.mark.parametrize(
     ("build", "message"),
     [
@@ -254,12 +243,12 @@ def _other_input() -> StateGraph[Any, Any, Any, Any]:
         (_two_starts, "'__start__' needs exactly one way out"),
         (_cycle, "cycle: x -> y -> x"),
         (_join, "join edges are not supported"),
-        (_retry, r"node 'x' uses \['retry_policy'\]"),
-        (_deferred, r"node 'x' uses \['defer'\]"),
+        (_one_node(retry_policy=RetryPolicy()), r"node 'x' uses \['retry_policy'\]"),
+        (_one_node(defer=True), r"node 'x' uses \['defer'\]"),
         (lambda: _chain(("x", _async_node)), "node 'x' is not a plain sync function"),
         (lambda: _chain(("x", _takes_config)), "node 'x' takes more than the state"),
         (_branch_without_ends, "has no declared destinations"),
-        (_other_input, "node 'x' reads"),
+        (_one_node(input_schema=Other), "node 'x' reads"),
         (lambda: _chain(("x", _set(a=1)), ("y", _set(a=2)), schema=dict), "must be a TypedDict"),
     ],
 )
