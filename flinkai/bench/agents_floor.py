@@ -120,10 +120,10 @@ def decide_python_key(
 ) -> Table:
     """The real operator's function, keyed by PyFlink's ``key_by`` (its previous wiring)."""
     from flinkai.operators.agents import _make_process_function
-    from flinkai.operators.anomaly import _udf_errors
+    from flinkai.operators.context import udf_errors
 
     opts = parse_options(options)
-    return _python_keyed(t_env, table, options, _make_process_function(opts, _udf_errors(t_env)))
+    return _python_keyed(t_env, table, options, _make_process_function(opts, udf_errors(t_env)))
 
 
 def _python_keyed(

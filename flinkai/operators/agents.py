@@ -210,10 +210,10 @@ def decide(t_env: StreamTableEnvironment, table: Table, options: Mapping[str, st
     Raises:
         ConfigError: Bad options or missing columns.
     """
-    from flinkai.operators.anomaly import _udf_errors
+    from flinkai.operators.context import udf_errors
 
     opts = parse_options(options)
-    return keyed_decisions(t_env, table, opts, _make_process_function(opts, _udf_errors(t_env)))
+    return keyed_decisions(t_env, table, opts, _make_process_function(opts, udf_errors(t_env)))
 
 
 def keyed_decisions(

@@ -75,6 +75,7 @@ from flinkai.anomaly.keyed import new_detector, restore_detector
 from flinkai.config import coerce_value
 from flinkai.errors import ConfigError
 from flinkai.functions.guard import ErrorPolicy, RowGuard, internal_error_detail
+from flinkai.operators.context import udf_errors
 
 if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment, Table
@@ -263,13 +264,6 @@ def _flink_conf(t_env: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in conf.items() if str(k).startswith("flinkai.anomaly.")}
 
 
-def _udf_errors(t_env: Any) -> ErrorPolicy:
-    from flinkai.operators.drift import _client_config
-
-    client = _client_config(t_env)
-    return client.runtime.udf_errors if client is not None else "dead_letter"
-
-
 def _make_process_function(opts: AnomalyOptions, udf_errors: ErrorPolicy) -> Any:
     """The ``KeyedProcessFunction``; built here so this module imports without PyFlink."""
     from pyflink.common import Row, Types
@@ -358,7 +352,7 @@ def detect_anomalies(
     out = (
         rows.key_by(lambda r: str(r[0]), key_type=Types.STRING())
         .process(
-            _make_process_function(opts, _udf_errors(t_env)),
+            _make_process_function(opts, udf_errors(t_env)),
             output_type=Types.ROW_NAMED(list(ANOMALY_FIELDS), types),
         )
         .name("flinkai-anomaly")

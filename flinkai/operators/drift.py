@@ -81,6 +81,7 @@ from flinkai.drift.sequential import CusumConfig, CusumDriftDetector
 from flinkai.errors import ConfigError
 from flinkai.functions.adaptive_window import AdaptiveWindowSizer
 from flinkai.functions.guard import ErrorPolicy, RowGuard
+from flinkai.operators.context import client_config
 
 if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment, Table
@@ -524,18 +525,6 @@ def _epoch_ms(value: Any) -> int | None:
     return None
 
 
-def _client_config(t_env: Any) -> Any:
-    """The flinkai config the runner shipped as a job parameter, or ``None``."""
-    from flinkai.runtime.environment import CONFIG_JOB_PARAMETER, decode_config
-
-    params = t_env.get_config().get("pipeline.global-job-parameters", "") or ""
-    for item in str(params).split(","):
-        name, sep, value = item.partition(":")
-        if sep and name.strip() == CONFIG_JOB_PARAMETER:
-            return decode_config(value.strip())
-    return None
-
-
 def _flink_conf(t_env: Any) -> dict[str, str]:
     conf = t_env.get_config().get_configuration().to_dict()
     return {str(k): str(v) for k, v in conf.items() if str(k).startswith("flinkai.")}
@@ -654,7 +643,7 @@ def _apply(
     from pyflink.common import Types
     from pyflink.table.expressions import col
 
-    client = _client_config(t_env)
+    client = client_config(t_env)
     opts = parse_options(options, _flink_conf(t_env), client)
     udf_errors: ErrorPolicy = client.runtime.udf_errors if client is not None else "dead_letter"
     columns = table.get_resolved_schema().get_column_names()
