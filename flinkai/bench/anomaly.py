@@ -693,16 +693,24 @@ def _operator_scorer(spec: str | None) -> ScorerConfig | None:
     return ScorerConfig(**fields)
 
 
+def _int_list(text: str, flag: str, minimum: int) -> list[int] | str:
+    """``N,N,...`` as integers ``>= minimum``, or the error to print."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        return f"{flag}: expected integers, got {text!r}"
+    if not values or min(values) < minimum:
+        return f"{flag}: each value must be >= {minimum}, got {text!r}"
+    return values
+
+
 def _zscore_variants(windows: str | None, inputs: str) -> tuple[list[int], list[str]] | str | None:
     """``--zscore-windows``/``--zscore-inputs`` parsed, ``None`` when not asked, or the error."""
     if not windows:
         return None
-    try:
-        sizes = [int(w) for w in windows.split(",") if w.strip()]
-    except ValueError:
-        return f"--zscore-windows: expected integers, got {windows!r}"
-    if not sizes or min(sizes) < 2:
-        return f"--zscore-windows: each window must be >= 2, got {windows!r}"
+    sizes = _int_list(windows, "--zscore-windows", 2)
+    if isinstance(sizes, str):
+        return sizes
     sources = [x.strip() for x in inputs.split(",") if x.strip()]
     if not sources or any(x not in INPUTS for x in sources):
         return f"--zscore-inputs: choose from {', '.join(INPUTS)}"
@@ -735,16 +743,14 @@ def _handle(args: argparse.Namespace) -> int:
     if isinstance(variants, str):
         print(variants, file=sys.stderr)
         return 2
-    try:
-        rests = [int(r) for r in args.cad_rest_periods.split(",")] if args.cad_rest_periods else []
-    except ValueError:
-        rests = [0]
+    rests = (
+        _int_list(args.cad_rest_periods, "--cad-rest-periods", 1) if args.cad_rest_periods else []
+    )
+    if isinstance(rests, str):
+        print(rests, file=sys.stderr)
+        return 2
     if args.round_trip_every < 1:
         print("--round-trip-every: must be >= 1", file=sys.stderr)
-        return 2
-    if any(r < 1 for r in rests):
-        print(f"--cad-rest-periods: expected integers >= 1, got {args.cad_rest_periods!r}",
-              file=sys.stderr)  # fmt: skip
         return 2
     try:
         result = run_anomaly_bench(

@@ -55,7 +55,7 @@ def test_unknown_input_and_bad_windows_are_refused() -> None:
         variant_logo({"A/a.csv": s}, [1], ["value"], ["raw"])
     assert _zscore_variants(None, "value") is None
     assert _zscore_variants("100,x", "value") == "--zscore-windows: expected integers, got '100,x'"
-    assert "each window must be >= 2" in str(_zscore_variants("1", "value"))
+    assert "each value must be >= 2" in str(_zscore_variants("1", "value"))
     assert "--zscore-inputs" in str(_zscore_variants("100", "value,log"))
     assert _zscore_variants("100, 300", "value,diff") == ([100, 300], ["value", "diff"])
 
