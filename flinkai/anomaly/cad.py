@@ -91,7 +91,9 @@ _MAX_LEVEL_BITS = 62
 #: A capped store evicts down to this share of ``max_contexts`` (so eviction, which
 #: rebuilds the fact index, runs once per ``(1 - EVICT_TO) * max_contexts`` new contexts).
 EVICT_TO = 0.75
-_SNAPSHOT_VERSION = 2
+_SNAPSHOT_VERSION = 3
+#: Layouts :meth:`CadDetector.from_snapshot` still reads (2: neuron facts stored whole).
+_READABLE_VERSIONS = (2, 3)
 
 Facts = tuple[int, ...]
 
@@ -186,6 +188,26 @@ def encode_level(level: int, value_bits: int) -> Facts:
     if level < 0:
         facts.insert(0, BELOW_RANGE_FACT)
     return tuple(facts)
+
+
+def _pack(facts: Facts) -> list[int]:
+    """``[n, *sensor facts, *neuron context ids]`` of sorted facts (sensor facts first)."""
+    n = 0
+    while n < len(facts) and facts[n] < NEURON_FACT_BASE:
+        n += 1
+    return [n, *facts[:n], *(f - NEURON_FACT_BASE for f in facts[n:])]
+
+
+def _unpack(row: Sequence[int]) -> Facts:
+    """The facts :func:`_pack` stored.
+
+    Raises:
+        ValueError: A sensor count outside the row.
+    """
+    n = int(row[0])
+    if not 0 <= n < len(row):
+        raise ValueError(f"sensor fact count {n} outside a row of {len(row)}")
+    return (*map(int, row[1 : n + 1]), *(NEURON_FACT_BASE + int(c) for c in row[n + 1 :]))
 
 
 def _check_value(x: float) -> float:
@@ -380,8 +402,12 @@ class CadDetector:
     def snapshot(self) -> dict[str, Any]:
         """Plain-data state (lists of ints); the config is not included.
 
-        Semi-contexts are ``[id, *facts]`` and contexts six ints each (id, left id,
-        right id, count, zero-level, last used), all in id order.
+        Right semi-contexts are ``[id, *facts]``; left ones ``[id, n, *facts]`` with
+        the first ``n`` facts sensor facts and the rest neuron facts stored as their
+        context ids (``fact - NEURON_FACT_BASE``: small ints pickle in 2-3 bytes, a
+        whole neuron fact in 7, and they fill most of a left semi-context); the
+        previous step's facts likewise. Contexts are six ints each (id, left id, right
+        id, count, zero-level, last used), all in id order.
         """
         rows: list[tuple[int, ...]] = []
         for lid, table in self._left_contexts.items():
@@ -391,11 +417,11 @@ class CadDetector:
         contexts = [v for row in sorted(rows) for v in row]
         return {
             "version": _SNAPSHOT_VERSION,
-            "left": [[sid, *self._left_facts[sid]] for sid in sorted(self._left_facts)],
+            "left": [[sid, *_pack(self._left_facts[sid])] for sid in sorted(self._left_facts)],
             "right": [[sid, *self._right_facts[sid]] for sid in sorted(self._right_facts)],
             "contexts": contexts,
             "next": list(self._next),
-            "prev_facts": list(self._prev_facts),
+            "prev_facts": _pack(self._prev_facts),
             "left_limit": self._left_limit,
             "since_high": self._since_high,
             "steps": self.steps,
@@ -408,15 +434,17 @@ class CadDetector:
         Raises:
             DetectorInputError: The snapshot is of another version or malformed.
         """
-        if state.get("version") != _SNAPSHOT_VERSION:
-            raise DetectorInputError(f"CAD snapshot version {state.get('version')!r} unsupported")
+        version = state.get("version")
+        if version not in _READABLE_VERSIONS:
+            raise DetectorInputError(f"CAD snapshot version {version!r} unsupported")
+        unpack = _unpack if version == 3 else (lambda row: tuple(map(int, row)))
         det = cls(config)
         # The operator rebuilds a key's detector from its state at every point, so
         # this runs per event: bulk conversions (map, zip, slices) instead of
         # per-value Python loops keep it near a millisecond at 1,000 contexts.
         try:
             for row in state["left"]:
-                sid, facts = int(row[0]), tuple(map(int, row[1:]))
+                sid, facts = int(row[0]), unpack(row[1:])
                 det._left_facts[sid] = facts
                 det._left_ids[facts] = sid
                 det._left_contexts[sid] = {}
@@ -441,7 +469,7 @@ class CadDetector:
             det._next = [int(v) for v in state["next"]]
             if len(det._next) != 3:
                 raise ValueError("next must hold 3 ids")
-            det._prev_facts = tuple(map(int, state["prev_facts"]))
+            det._prev_facts = unpack(state["prev_facts"])
             det._left_limit = int(state["left_limit"])
             det._since_high = int(state["since_high"])
             det.steps = int(state["steps"])

@@ -1,8 +1,8 @@
 """The operator's per-key detector, whichever ``model`` it names.
 
 ``model = 'zscore'`` is Beam's z-score (:mod:`flinkai.anomaly.statistical`, no
-files); ``model = 'cad'`` is CAD OSE within the configured value range
-(:mod:`flinkai.anomaly.contextual`, no files); any other name is a forecaster folder
+files); ``model = 'cad'`` is CAD OSE within the configured value range, or a range
+learnt per key (:mod:`flinkai.anomaly.contextual`, no files); any other name is a forecaster folder
 run by ONNX Runtime (:class:`~flinkai.anomaly.step.StepModel`,
 :class:`~flinkai.anomaly.detector.SeriesDetector`). The detectors have the same
 ``update`` / ``snapshot`` / ``from_snapshot`` shape.
@@ -15,7 +15,7 @@ from typing import Any
 
 from flinkai.anomaly.contextual import CAD_MODEL, CadModel, CadSeriesDetector
 from flinkai.anomaly.detector import DetectorConfig, SeriesDetector
-from flinkai.anomaly.errors import AnomalyModelError
+from flinkai.anomaly.errors import AnomalyModelError, DetectorInputError
 from flinkai.anomaly.statistical import ZSCORE_MODEL, ZScoreModel, ZScoreSeriesDetector
 from flinkai.anomaly.step import StepModel
 
@@ -31,19 +31,21 @@ def open_model(
     """The detector model the operator's ``model`` option names (loaded once per worker).
 
     Args:
-        value_range: The series' known ``(min, max)``: required by ``cad``.
+        value_range: The series' known ``(min, max)``, used by ``cad`` only; both
+            ``None``: ``cad`` learns each key's range.
 
     Raises:
         AnomalyModelError: A forecaster folder that holds no loadable model, or
-            ``cad`` without a value range.
+            ``cad`` with one end of the range only or a bad range.
     """
     if name == ZSCORE_MODEL:
         return ZScoreModel()
     if name == CAD_MODEL:
         low, high = value_range
-        if low is None or high is None:
-            raise AnomalyModelError("model 'cad' needs the value range: value_min and value_max")
-        return CadModel(low, high)
+        try:
+            return CadModel(low, high)
+        except DetectorInputError as e:
+            raise AnomalyModelError(f"model 'cad': {e}") from e
     from flinkai.anomaly.spec import resolve_model_dir
 
     return StepModel(resolve_model_dir(name))

@@ -76,10 +76,11 @@ from flinkai.anomaly.cad import (
     nab_rest_period,
     rest_masked,
 )
+from flinkai.anomaly.cad_growing import DEFAULT_HISTORY, GrowingRangeCad
 from flinkai.anomaly.contextual import (
     CAD_MODEL,
-    CAD_THRESHOLD,
     DEFAULT_MAX_CONTEXTS,
+    LEARNT_REST_PERIOD,
     CadModel,
     CadSeriesDetector,
 )
@@ -103,6 +104,7 @@ from flinkai.anomaly.spec import anomaly_models_dir
 from flinkai.anomaly.statistical import ZSCORE_MODEL, ZScoreModel
 from flinkai.anomaly.step import RecurrentState, StepModel
 from flinkai.anomaly.train import timestamps_ms
+from flinkai.bench.anomaly_cad_learnt import format_learnt_logo, learnt_logo
 from flinkai.bench.anomaly_variants import (
     INPUTS,
     format_joint_logo,
@@ -138,7 +140,7 @@ DETECTORS = ("hybrid", "lstm", "zscore", "robust_zscore", "iqr", "hst")
 #: Detectors run only when named with ``--detectors``.
 CONTROLS = ("zscore_gated",)
 #: Detectors run through the operator's own per-key code, run only when named.
-OPERATOR_DETECTORS = ("zscore_operator", "cad_operator")
+OPERATOR_DETECTORS = ("zscore_operator", "cad_operator", "cad_learnt_operator")
 #: Per-point combinations of two members' final scores, run only when named.
 ENSEMBLES = ("ensemble_max", "ensemble_mean")
 #: Detectors built per series (value range, probation), run only when named.
@@ -198,6 +200,8 @@ class DetectorRun:
     native: dict[str, FloatArray] = field(default_factory=dict)
     #: ``cad_operator`` only: CAD's raw score per point, before the rest period.
     cad_raw: dict[str, FloatArray] = field(default_factory=dict)
+    #: ``cad_learnt_operator`` only: times each key's range grew.
+    regrowths: dict[str, int] = field(default_factory=dict)
 
 
 class _TimedStep:
@@ -289,18 +293,26 @@ def _run_keyed(
 
 
 def _run_cad_operator(
-    run: DetectorRun, data: Mapping[str, NabSeries], max_contexts: int, every: int
+    run: DetectorRun,
+    data: Mapping[str, NabSeries],
+    max_contexts: int,
+    every: int,
+    learnt: bool = False,
 ) -> DetectorRun:
-    """``model = 'cad'`` through the operator's per-key code, with NAB's range per file.
+    """``model = 'cad'`` through the operator's per-key code: with NAB's range per
+    file, or (``learnt``) without a range, each key learning its own.
 
     Every ``every``-th point (100 unless ``--round-trip-every``) goes through the state
     round trip (snapshot, pickle, unpickle, rebuild) and is timed as an operator step,
     its pickled state size noted; a round trip at every point gives the same scores
     (tests/unit/test_anomaly_contextual.py).
     """
-    config = DetectorConfig(model=CAD_MODEL, threshold=CAD_THRESHOLD)
     for key, s in data.items():
-        model = CadModel(float(s.values.min()), float(s.values.max()), max_contexts)
+        if learnt:
+            model = CadModel(max_contexts=max_contexts)
+        else:
+            model = CadModel(float(s.values.min()), float(s.values.max()), max_contexts)
+        config = DetectorConfig(model=CAD_MODEL, threshold=model.threshold)
         run.model_version = model.model_version.split("-r", 1)[0]
         det = CadSeriesDetector(model, config)
         out = np.zeros(len(s.values))
@@ -324,6 +336,8 @@ def _run_cad_operator(
         run.scores[key] = out
         run.native[key] = out.copy()
         run.cad_raw[key] = raw
+        if isinstance(det.cad, GrowingRangeCad):
+            run.regrowths[key] = det.cad.regrowths
     return run
 
 
@@ -389,9 +403,9 @@ def run_detector(
         SetupError: A forecaster's model folder is missing.
     """
     run = DetectorRun(name)
-    if name == "cad_operator":
+    if name in ("cad_operator", "cad_learnt_operator"):
         cap = cad_max_contexts or DEFAULT_MAX_CONTEXTS  # the operator's own default
-        return _run_cad_operator(run, data, cap, round_trip_every)
+        return _run_cad_operator(run, data, cap, round_trip_every, name == "cad_learnt_operator")
     if name in OPERATOR_DETECTORS:
         return _run_keyed(run, ZScoreModel(), data, operator_scorer)
     if name in _NEURAL:
@@ -470,7 +484,13 @@ def summarize(run: DetectorRun, data: Mapping[str, NabSeries]) -> dict[str, Any]
         "state_bytes_per_key": run.state_bytes,
         "model_version": run.model_version,
         "rejected_points": run.rejected,
+        **({"range_regrowths": _regrowths(run.regrowths)} if run.regrowths else {}),
     }
+
+
+def _regrowths(per_key: Mapping[str, int]) -> dict[str, Any]:
+    counts = list(per_key.values())
+    return {"total": sum(counts), "max_per_key": max(counts), "keys": len(counts)}
 
 
 def _scored(
@@ -529,6 +549,7 @@ def run_anomaly_bench(
     zscore_variants: tuple[Sequence[int], Sequence[str]] | None = None,
     cad_rest_periods: Sequence[int] | None = None,
     round_trip_every: int = _ROUND_TRIP_EVERY,
+    cad_learnt_grid: tuple[Sequence[int], Sequence[float]] | None = None,
 ) -> dict[str, Any]:
     """Run the detectors on a NAB-layout folder and summarise each.
 
@@ -538,7 +559,10 @@ def run_anomaly_bench(
     inputs) adds a joint LOGO over those z-score variants and the scorers' settings
     (:mod:`flinkai.bench.anomaly_variants`). ``cad_rest_periods`` adds a joint LOGO
     over ``cad_operator``'s rest period and the scorers' settings (one run: the rest
-    period only hides scores, :func:`~flinkai.anomaly.cad.rest_masked`).
+    period only hides scores, :func:`~flinkai.anomaly.cad.rest_masked`); the same for
+    ``cad_learnt_operator``. ``cad_learnt_grid`` (learn points, margins) adds a joint
+    LOGO over the learnt-range CAD's settings and those rest periods
+    (:mod:`flinkai.bench.anomaly_cad_learnt`).
 
     Returns:
         JSON-ready results: run facts and one summary per detector.
@@ -585,18 +609,30 @@ def run_anomaly_bench(
         "cad_max_contexts": cad_max_contexts,
         "detectors": results,
     }
-    if cad_rest_periods and "cad_operator" in runs:
-        keys = sorted(data)
-        raw = runs["cad_operator"].cad_raw
-        natives = {
-            (r,): [np.asarray(rest_masked(raw[k].tolist(), r)) for k in keys]
-            for r in cad_rest_periods
-        }
-        out["cad_rest_variants"] = {
-            "rest_periods": list(cad_rest_periods),
-            "max_contexts": cad_max_contexts or DEFAULT_MAX_CONTEXTS,
-            "scorers": joint_logo(data, natives, ("rest_period",), scorers),
-        }
+    for name, out_key in (("cad_operator", "cad_rest_variants"),
+                          ("cad_learnt_operator", "cad_learnt_rest_variants")):  # fmt: skip
+        if cad_rest_periods and name in runs:
+            keys = sorted(data)
+            raw = runs[name].cad_raw
+            natives = {
+                (r,): [np.asarray(rest_masked(raw[k].tolist(), r)) for k in keys]
+                for r in cad_rest_periods
+            }
+            out[out_key] = {
+                "detector": name,
+                "rest_periods": list(cad_rest_periods),
+                "max_contexts": cad_max_contexts or DEFAULT_MAX_CONTEXTS,
+                "scorers": joint_logo(data, natives, ("rest_period",), scorers),
+            }
+    if cad_learnt_grid is not None:
+        out["cad_learnt_variants"] = learnt_logo(
+            data,
+            *cad_learnt_grid,
+            cad_rest_periods or [LEARNT_REST_PERIOD],
+            cad_max_contexts or DEFAULT_MAX_CONTEXTS,
+            scorers,
+            say,
+        )
     if zscore_variants is not None:
         t0 = time.perf_counter()
         out["zscore_variants"] = variant_logo(data, *zscore_variants, scorers)
@@ -608,13 +644,17 @@ def format_tables(result: Mapping[str, Any]) -> str:
     """One Markdown table per NAB group (and ``all``), then latency and state size."""
     dets: Mapping[str, Any] = result["detectors"]
     variants = format_variant_logo(result["zscore_variants"]) if "zscore_variants" in result else []
-    if "cad_rest_variants" in result:
-        r = result["cad_rest_variants"]
-        variants += format_joint_logo(
-            f"cad_operator's rest period ({r['rest_periods']}, {r['max_contexts']} contexts)",
-            r["scorers"],
-            ("rest_period",),
-        )
+    for out_key in ("cad_rest_variants", "cad_learnt_rest_variants"):
+        if out_key in result:
+            r = result[out_key]
+            variants += format_joint_logo(
+                f"{r.get('detector', 'cad_operator')}'s rest period ({r['rest_periods']}, "
+                f"{r['max_contexts']} contexts)",
+                r["scorers"],
+                ("rest_period",),
+            )
+    if "cad_learnt_variants" in result:
+        variants += format_learnt_logo(result["cad_learnt_variants"])
     if not dets:
         return "\n".join(variants)
     first = next(iter(dets.values()))
@@ -717,6 +757,26 @@ def _zscore_variants(windows: str | None, inputs: str) -> tuple[list[int], list[
     return sizes, sources
 
 
+def _learnt_grid(
+    learn_points: str | None, margins: str
+) -> tuple[list[int], list[float]] | str | None:
+    """``--cad-learn-points``/``--cad-margins`` parsed, ``None`` when not asked, or the error."""
+    if not learn_points:
+        return None
+    counts = _int_list(learn_points, "--cad-learn-points", 1)
+    if isinstance(counts, str):
+        return counts
+    try:
+        widths = [float(x) for x in margins.split(",") if x.strip()]
+    except ValueError:
+        return f"--cad-margins: expected numbers, got {margins!r}"
+    if not widths or not all(math.isfinite(w) and w >= 0 for w in widths):
+        return f"--cad-margins: each value must be a finite number >= 0, got {margins!r}"
+    if max(counts) > DEFAULT_HISTORY:
+        return f"--cad-learn-points: each value must be <= the history ({DEFAULT_HISTORY})"
+    return counts, widths
+
+
 def _handle(args: argparse.Namespace) -> int:
     detectors = [d.strip() for d in args.detectors.split(",") if d.strip()]
     named = (*DETECTORS, *OPERATOR_DETECTORS, *SERIES_DETECTORS, *ENSEMBLES, *CONTROLS)
@@ -752,6 +812,10 @@ def _handle(args: argparse.Namespace) -> int:
     if args.round_trip_every < 1:
         print("--round-trip-every: must be >= 1", file=sys.stderr)
         return 2
+    learnt = _learnt_grid(args.cad_learn_points, args.cad_margins)
+    if isinstance(learnt, str):
+        print(learnt, file=sys.stderr)
+        return 2
     try:
         result = run_anomaly_bench(
             data,
@@ -765,6 +829,7 @@ def _handle(args: argparse.Namespace) -> int:
             variants,
             rests or None,
             args.round_trip_every,
+            learnt,
         )
     except SetupError as e:
         print(f"bench anomaly: {e}", file=sys.stderr)
@@ -838,14 +903,28 @@ def register(subparsers: Any) -> None:
         type=int,
         default=_ROUND_TRIP_EVERY,
         metavar="N",
-        help=f"cad_operator: every N-th point takes the timed state round trip (default "
+        help=f"cad_operator, cad_learnt_operator: every N-th point takes the timed state round trip (default "
         f"{_ROUND_TRIP_EVERY}; 1: every point, as the operator does)",
     )
     parser.add_argument(
         "--cad-rest-periods",
         metavar="N,N,...",
-        help="with cad_operator: also choose its rest period leave-one-group-out, jointly "
-        "with each scorer's setting",
+        help="with cad_operator or cad_learnt_operator: also choose its rest period "
+        "leave-one-group-out, jointly with each scorer's setting",
+    )
+    parser.add_argument(
+        "--cad-learn-points",
+        metavar="N,N,...",
+        help="also choose the learnt-range CAD's settings leave-one-group-out: the values "
+        "that fix each key's first range (with --cad-margins and --cad-rest-periods, jointly "
+        "with each scorer's setting); an empty --detectors runs only this",
+    )
+    parser.add_argument(
+        "--cad-margins",
+        default="0",
+        metavar="X,X,...",
+        help="with --cad-learn-points: shares of the new span added beyond a value that grows "
+        "the range (default: 0)",
     )
     parser.add_argument(
         "--zscore-windows",

@@ -27,14 +27,16 @@ Options:
         ``source_offset``, ``source_partition``, ``payload_base64``, so a point
         the operator rejects reaches the dead-letter topic with its origin.
     model: ``zscore`` (the default: Beam's z-score, no model files); ``cad``
-        (CAD OSE, no model files) for a series whose value range is known, given as
-        ``value_min`` and ``value_max`` (:mod:`flinkai.anomaly.contextual`); or a
+        (CAD OSE, no model files) within a known value range, given as
+        ``value_min`` and ``value_max``, or without them with each key's range
+        learnt from its first values (:mod:`flinkai.anomaly.contextual`); or a
         forecaster: a model name under ``$FLINKAI_HOME/models/anomaly`` (``hybrid``,
         ``lstm``) or a model folder.
     threshold: ``is_anomaly`` is ``score >= threshold`` (default
         :class:`~flinkai.anomaly.detector.DetectorConfig`'s; for ``cad``,
-        :data:`~flinkai.anomaly.contextual.CAD_THRESHOLD`).
-    value_min, value_max: The known value range; ``cad`` only.
+        :data:`~flinkai.anomaly.contextual.CAD_THRESHOLD` with a range and
+        :data:`~flinkai.anomaly.contextual.LEARNT_CAD_THRESHOLD` without).
+    value_min, value_max: The known value range; ``cad`` only (both or neither).
     scorer.<field>: A :class:`~flinkai.anomaly.features.ScorerConfig` field; each
         overrides that field of the default scorer
         (:data:`~flinkai.anomaly.features.STREAM_NUMENTA`: Numenta's likelihood).
@@ -178,23 +180,27 @@ def parse_options(
 
 
 def _check_range(settings: dict[str, Any]) -> None:
-    """``cad`` needs a finite, ordered value range; other models take none. Sets
-    ``cad``'s own default threshold when none is given.
+    """``cad`` takes a finite, ordered value range, or none (it learns each key's);
+    other models take none. Sets ``cad``'s own default threshold (per mode) when none
+    is given.
 
     Raises:
-        ConfigError: A missing, non-finite or inverted range for ``cad``, or a range
-            given to another model.
+        ConfigError: One end of the range only, a non-finite or inverted range for
+            ``cad``, or a range given to another model.
     """
-    from flinkai.anomaly.contextual import CAD_MODEL, CAD_THRESHOLD
+    from flinkai.anomaly.contextual import CAD_MODEL, CAD_THRESHOLD, LEARNT_CAD_THRESHOLD
 
     given = [k for k in ("value_min", "value_max") if k in settings]
     if settings.get("model") != CAD_MODEL:
         if given:
             raise ConfigError(f"{given}: a value range is used by model '{CAD_MODEL}' only")
         return
+    if not given:
+        settings.setdefault("threshold", LEARNT_CAD_THRESHOLD)
+        return
     if len(given) < 2:
-        raise ConfigError(f"model '{CAD_MODEL}' needs the series' value range: 'value_min' "
-                          "and 'value_max'")  # fmt: skip
+        raise ConfigError(f"model '{CAD_MODEL}' takes both 'value_min' and 'value_max', or "
+                          f"neither (the range is then learnt per key); got only {given}")  # fmt: skip
     low, high = settings["value_min"], settings["value_max"]
     if not (math.isfinite(low) and math.isfinite(high)) or high < low:
         raise ConfigError(f"value range [{low}, {high}] must be finite with value_min <= value_max")

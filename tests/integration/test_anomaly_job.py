@@ -1,7 +1,8 @@
 """anomaly_monitor.sql on real parts: Kafka -> MiniCluster -> anomaly operator -> Kafka.
 
 The job runs with its defaults (the z-score detector through Numenta's likelihood),
-and with ``model = 'cad'`` and a value range (the job's placeholders and a Flink option);
+and with ``model = 'cad'``, with a value range and with a learnt one (the job's
+placeholders and a Flink option);
 ``test_anomaly_restore`` runs the ONNX forecaster through the same job. Poison points
 (not JSON, a missing field, NaN, an out-of-order timestamp) must reach the
 dead-letter topic with their reason and source offset, and every valid point must
@@ -19,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from flinkai.anomaly.contextual import CAD_THRESHOLD, CadModel, CadSeriesDetector
+from flinkai.anomaly.cad_growing import GrowingRangeCad
+from flinkai.anomaly.contextual import CadModel, CadSeriesDetector
 from flinkai.anomaly.detector import DetectorConfig
 from flinkai.anomaly.statistical import ZScoreModel, ZScoreSeriesDetector
 from flinkai.config import Config, load_config
@@ -120,13 +122,16 @@ def test_poison_points_go_to_the_dlq_and_scores_match(kafka_broker: LocalKafka) 
     assert (jump["score"], jump["is_anomaly"]) == (1.0, True)
 
 
-def test_model_cad_with_a_known_range_scores_as_the_flink_free_detector(
-    kafka_broker: LocalKafka,
+@pytest.mark.parametrize("known_range", [True, False], ids=["known-range", "learnt-range"])
+def test_model_cad_scores_as_the_flink_free_detector(
+    kafka_broker: LocalKafka, known_range: bool
 ) -> None:
-    # The same script, switched to CAD OSE by its placeholders (the range by a Flink
-    # option, the other way to set it).
+    # The same script, switched to CAD OSE by its placeholders: with a known range (its
+    # low end by a Flink option, the other way to set it), or with none (learnt per key).
     base = load_config(env={})
-    conf = {**base.runtime.flink_conf, "flinkai.anomaly.value_min": "0"}
+    conf = dict(base.runtime.flink_conf)
+    if known_range:
+        conf["flinkai.anomaly.value_min"] = "0"
     config = base.with_overrides(runtime={"flink_conf": conf})
     points = [(START_MS + i * STEP_MS, 10 + 4 * math.sin(i / 3) + (7.0 if i == 70 else 0.0))
               for i in range(N)]  # fmt: skip
@@ -144,7 +149,8 @@ def test_model_cad_with_a_known_range_scores_as_the_flink_free_detector(
             variables={"KAFKA_BOOTSTRAP": bootstrap, "POINTS_TOPIC": source,
                        "ANOMALY_TOPIC": out, "DLQ_TOPIC": dlq,
                        "SCAN_BOUNDED_MODE": "latest-offset", "GROUP_ID": f"cad-{run_id}",
-                       "ANOMALY_MODEL": "cad", "ANOMALY_VALUE_MAX": "20"},
+                       "ANOMALY_MODEL": "cad",
+                       "ANOMALY_VALUE_MAX": "20" if known_range else ""},
             timeout_s=240,
         ),
     )  # fmt: skip
@@ -152,9 +158,12 @@ def test_model_cad_with_a_known_range_scores_as_the_flink_free_detector(
     dead = [json.loads(r.value or b"null") for r in consume_all(bootstrap, dlq, timeout_s=30)]
     assert [(d["source_offset"], d["reason"]) for d in dead] == [(N, "not_finite")]
 
-    model = CadModel(0.0, 20.0)
-    det = CadSeriesDetector(model, DetectorConfig(model="cad", threshold=CAD_THRESHOLD))
+    model = CadModel(0.0, 20.0) if known_range else CadModel()
+    det = CadSeriesDetector(model, DetectorConfig(model="cad", threshold=model.threshold))
     want = [det.update(t, v) for t, v in points]
+    if not known_range:
+        # the jump at point 70 is far outside the range learnt so far: it grew
+        assert isinstance(det.cad, GrowingRangeCad) and det.cad.regrowths >= 1
     # past the rest period the scores vary, so the comparison can fail
     assert len({w.score for w in want}) > 5
     assert [r["ts_ms"] for r in scored] == [t for t, _ in points]

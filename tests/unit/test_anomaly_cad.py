@@ -10,6 +10,7 @@ import pytest
 
 from flinkai.anomaly.cad import (
     BELOW_RANGE_FACT,
+    NEURON_FACT_BASE,
     CadConfig,
     CadDetector,
     ProbationRangeCad,
@@ -215,3 +216,30 @@ def test_capped_probation_variant_round_trips_and_bad_caps_are_rejected() -> Non
         with pytest.raises(DetectorInputError, match="max_contexts"):
             _cfg(max_contexts=bad)
     assert _cfg(max_contexts=4).max_contexts == 4  # control
+
+
+def test_snapshot_stores_neuron_facts_as_context_ids_and_still_reads_layout_2() -> None:
+    det = CadDetector(_cfg())
+    for x in _pattern(6):
+        det.update(x)
+    state = det.snapshot()
+    assert state["version"] == 3
+    internal = det._left_facts  # the facts as the detector holds them
+    neurons = [f for facts in internal.values() for f in facts if f >= NEURON_FACT_BASE]
+    assert neurons  # the pattern made neuron facts, so the packing is exercised
+    for row in state["left"]:
+        sid, n = row[0], row[1]
+        assert tuple(row[2 : 2 + n]) == internal[sid][:n]
+        assert all(0 <= c < NEURON_FACT_BASE for c in row[2 + n :])
+    # the same state in layout 2 (every fact whole) reads back to the same detector
+    old = {
+        **state,
+        "version": 2,
+        "left": [[sid, *facts] for sid, facts in sorted(internal.items())],
+        "prev_facts": list(det._prev_facts),
+    }
+    assert CadDetector.from_snapshot(old, _cfg()).snapshot() == state
+    assert len(pickle.dumps(state)) < len(pickle.dumps(old))
+    bad = {**state, "left": [[state["left"][0][0], 99]]}
+    with pytest.raises(DetectorInputError, match="sensor fact count"):
+        CadDetector.from_snapshot(bad, _cfg())

@@ -1,4 +1,5 @@
-"""The operator's contextual detector (model 'cad'): CAD OSE within a known value range."""
+"""The operator's contextual detector (model 'cad'): CAD OSE within a known value range,
+or with a learnt one."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from flinkai.anomaly.cad import CadConfig, CadDetector, rest_masked
 from flinkai.anomaly.contextual import (
     CAD_THRESHOLD,
     DEFAULT_MAX_CONTEXTS,
+    LEARNT_CAD_THRESHOLD,
     CadModel,
     CadSeriesDetector,
 )
@@ -131,8 +133,11 @@ def test_operator_options() -> None:
     explicit = parse_options({**base, "model": "cad", "value_min": "0", "value_max": "1",
                               "threshold": "0.9"})  # fmt: skip
     assert explicit.detector.threshold == 0.9
-    with pytest.raises(ConfigError, match="needs the series' value range"):
+    with pytest.raises(ConfigError, match="both 'value_min' and 'value_max', or neither"):
         parse_options({**base, "model": "cad", "value_min": "0"})
+    learnt = parse_options({**base, "model": "cad"})
+    assert learnt.detector.value_min is None and learnt.detector.value_max is None
+    assert learnt.detector.threshold == LEARNT_CAD_THRESHOLD
     with pytest.raises(ConfigError, match="model 'cad' only"):
         parse_options({**base, "value_min": "0", "value_max": "1"})
     with pytest.raises(ConfigError, match="value_min <= value_max"):
@@ -144,7 +149,8 @@ def test_operator_options() -> None:
     unset = parse_options({**base, **empty}, {"flinkai.anomaly.threshold": "0.7"})
     assert (unset.detector.model, unset.detector.threshold) == ("zscore", 0.7)
     assert unset.detector.value_min is None
-    with pytest.raises(AnomalyModelError, match="value range"):
-        open_model("cad")
+    with pytest.raises(AnomalyModelError, match="both value_min and value_max, or neither"):
+        open_model("cad", (0.0, None))
+    assert not open_model("cad").known_range
     with pytest.raises(DetectorInputError):
         CadModel(3.0, 1.0)
