@@ -12,10 +12,12 @@
 -- Placeholders (fill with --var NAME=VALUE, env vars, or `vars:` in configs/*.yaml):
 --   KAFKA_BOOTSTRAP, POINTS_TOPIC, ANOMALY_TOPIC, DLQ_TOPIC,
 --   SCAN_BOUNDED_MODE (unbounded | latest-offset: stop at the offsets seen at start),
---   ANOMALY_MODEL (default zscore: no model files; cad: CAD OSE for a series with a
---   known range, set ANOMALY_VALUE_MIN and ANOMALY_VALUE_MAX; or hybrid / lstm under
---   $FLINKAI_HOME/models/anomaly, built by flinkai model train-anomaly, or a folder),
---   ANOMALY_THRESHOLD (default: the model's own, 0.5091 for zscore, 0.7521 for cad),
+--   ANOMALY_MODEL (default zscore: no model files; cad: CAD OSE, within a known range
+--   given by ANOMALY_VALUE_MIN and ANOMALY_VALUE_MAX, or with both empty within a range
+--   learnt per series; or hybrid / lstm under $FLINKAI_HOME/models/anomaly, built by
+--   flinkai model train-anomaly, or a folder),
+--   ANOMALY_THRESHOLD (default: the model's own, 0.5091 for zscore, 0.7521 for cad
+--   with a range, 0.7718 for cad with a learnt one),
 --   DELIVERY_GUARANTEE (default exactly-once), TRANSACTIONAL_ID_PREFIX (built in: per job).
 --   An empty setting is unset: the Flink option flinkai.anomaly.<name>, else the
 --   operator's default, applies.

@@ -28,6 +28,11 @@ each point before learning it. Detectors:
   (:mod:`flinkai.anomaly.contextual`: 1,000 contexts, rest period 30), each file with
   NAB's range (its own min/max, future values included, as NAB gives every
   detector); every 100th point takes the state round trip.
+* ``cad_learnt_operator`` (run when named): ``model = 'cad'`` without a range, as
+  the operator runs it: each key learns its range from its first values and grows it
+  (:mod:`flinkai.anomaly.cad_growing`), so it uses no future data; the same round
+  trip. ``--cad-learn-points`` / ``--cad-margins`` choose its settings leave-one-group-
+  out (:mod:`flinkai.bench.anomaly_cad_learnt`).
 * ``ensemble_max`` and ``ensemble_mean`` (run when named): per point the max or
   the mean of two members' final scores: ``zscore`` through ``numenta_stream`` at its
   default setting, and ``cad_probation_capped``'s own score. Their
@@ -967,7 +972,7 @@ def _suite_run(series: int | None) -> EntryOutput:
     points = sum(len(s.values) for s in data.values())
     rows: list[dict[str, Any]] = []
     # zscore_operator: the operator's default (model 'zscore'), through its own per-key code;
-    # cad_operator: its model 'cad', each series with its own range.
+    # cad_operator / cad_learnt_operator: its model 'cad', with each series' own range / none.
     for name in (*DETECTORS, *OPERATOR_DETECTORS):
         t0 = time.perf_counter()
         try:
@@ -1014,7 +1019,8 @@ suite_entry = SuiteEntry(
     name="anomaly",
     description="Streaming anomaly detectors on NAB: LSTM+attention forecaster (as the "
     "operator runs it), LSTM ablation, Beam's z-score/IQR definitions, river HST, and the "
-    "operator's default (z-score + Numenta's likelihood, as the operator runs it).",
+    "operator's models as it runs them: the default (z-score + Numenta's likelihood) and CAD "
+    "OSE with each series' own range and with a learnt one.",
     sizes={"quick": 4, "default": None, "full": None},
     run=_suite_run,
     chart=("detector", "NAB standard"),

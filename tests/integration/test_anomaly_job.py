@@ -133,7 +133,7 @@ def test_model_cad_scores_as_the_flink_free_detector(
     if known_range:
         conf["flinkai.anomaly.value_min"] = "0"
     config = base.with_overrides(runtime={"flink_conf": conf})
-    points = [(START_MS + i * STEP_MS, 10 + 4 * math.sin(i / 3) + (7.0 if i == 70 else 0.0))
+    points = [(START_MS + i * STEP_MS, 10 + 4 * math.sin(i / 3) + (12.0 if i == 70 else 0.0))
               for i in range(N)]  # fmt: skip
     records = [_point("s1", i, v) for i, (_, v) in enumerate(points)]
     records.append(b'{"series": "s1", "ts": %d, "value": NaN}' % (START_MS + N * STEP_MS))

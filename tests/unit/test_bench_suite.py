@@ -132,12 +132,13 @@ def test_pick_series_spreads_over_the_sorted_keys() -> None:
 def test_anomaly_entry_on_two_real_nab_series() -> None:
     output = anomaly_entry.run(2)
     rows = {r["detector"]: r for r in output.tables[""]}
-    assert set(rows) == {*ANOMALY_DETECTORS, "zscore_operator", "cad_operator"}
+    operators = ("zscore_operator", "cad_operator", "cad_learnt_operator")
+    assert set(rows) == {*ANOMALY_DETECTORS, *operators}
     for name in ("zscore", "robust_zscore", "iqr", "hst"):
         assert isinstance(rows[name]["NAB standard"], float)
         assert rows[name]["operator step p99 ms"].startswith("n/a (baseline")
     # the operator's default runs through its own per-key code: state and latency measured
-    for name in ("zscore_operator", "cad_operator"):
+    for name in operators:
         row = rows[name]
         assert isinstance(row["NAB standard"], float)
         assert isinstance(row["operator step p99 ms"], float)
