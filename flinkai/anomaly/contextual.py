@@ -198,7 +198,7 @@ class CadSeriesDetector:
         self.last_ts = ts_ms
         raw = self.cad.last_raw
         self.last_error = None if math.isnan(raw) else raw
-        return PointScore(score, score >= self.config.threshold)
+        return PointScore(score, score >= self.config.threshold_or(self.model.threshold))
 
     def snapshot(self) -> dict[str, Any]:
         """The key's state as plain data with version tags."""

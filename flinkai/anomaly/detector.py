@@ -35,6 +35,7 @@ from flinkai.anomaly.features import (
 from flinkai.anomaly.step import RecurrentState, StepModel
 
 __all__ = [
+    "DEFAULT_THRESHOLD",
     "DetectorConfig",
     "PointRejected",
     "PointScore",
@@ -44,6 +45,11 @@ __all__ = [
 ]
 
 RejectReason = Literal["not_finite", "out_of_order"]
+
+#: The threshold of ``zscore`` and the forecasters unless one is set: NAB's
+#: standard-profile threshold of the default over the 58 NAB files (0.50912; the
+#: leave-one-group-out folds chose 0.5091 to 0.5238).
+DEFAULT_THRESHOLD = 0.5091
 
 
 class PointRejected(ValueError):
@@ -84,19 +90,23 @@ class DetectorConfig:
         model: ``zscore`` (Beam's z-score, :mod:`flinkai.anomaly.statistical`), ``cad``
             (CAD OSE within a known value range), or a forecaster: a model name under
             ``$FLINKAI_HOME/models/anomaly`` or a folder.
-        threshold: ``is_anomaly`` is ``score >= threshold``.
+        threshold: ``is_anomaly`` is ``score >= threshold``; ``None``: the model's own
+            (:data:`DEFAULT_THRESHOLD`; ``cad``: its mode's, see
+            :mod:`flinkai.anomaly.contextual`).
         scorer: How errors become scores (not used by ``cad``, whose score is its own).
-        value_min, value_max: The series' known value range; required by ``cad``
-            (:mod:`flinkai.anomaly.contextual`), used by no other model.
+        value_min, value_max: The series' known value range, used by ``cad`` only
+            (:mod:`flinkai.anomaly.contextual`; neither: learnt per key).
     """
 
     model: str = "zscore"
-    #: NAB's standard-profile threshold of the default over the 58 NAB files
-    #: (0.50912; the leave-one-group-out folds chose 0.5091 to 0.5238).
-    threshold: float = 0.5091
+    threshold: float | None = None
     scorer: ScorerConfig = field(default_factory=lambda: STREAM_NUMENTA)
     value_min: float | None = None
     value_max: float | None = None
+
+    def threshold_or(self, model_default: float) -> float:
+        """The set threshold, else the model's own."""
+        return model_default if self.threshold is None else self.threshold
 
 
 @dataclass(frozen=True)
@@ -148,7 +158,7 @@ class SeriesDetector:
         x = feature_row(self.normalizer.scale(value), ts_ms)
         self.forecast, self.state = self.model.step(x, self.state)
         self.last_ts = ts_ms
-        return PointScore(score, score >= self.config.threshold)
+        return PointScore(score, score >= self.config.threshold_or(DEFAULT_THRESHOLD))
 
     def snapshot(self) -> dict[str, Any]:
         """The key's state as plain data (numbers, byte strings, lists) and version tags."""

@@ -83,7 +83,7 @@ class ZScoreSeriesDetector:
             PointRejected: ``value`` is not finite, or ``ts_ms`` is not after the
                 key's last timestamp.
         """
-        from flinkai.anomaly.detector import PointScore, check_point
+        from flinkai.anomaly.detector import DEFAULT_THRESHOLD, PointScore, check_point
 
         check_point(ts_ms, value, self.last_ts)
         z = self.zscore.score_one(value)
@@ -94,7 +94,7 @@ class ZScoreSeriesDetector:
             score = self.scorer.score(0.0 if math.isnan(z) else z, value)
         else:
             score = 0.0 if math.isnan(z) else self.scorer.score(z, value)
-        return PointScore(score, score >= self.config.threshold)
+        return PointScore(score, score >= self.config.threshold_or(DEFAULT_THRESHOLD))
 
     def snapshot(self) -> dict[str, Any]:
         """The key's state as plain data with version tags."""

@@ -181,14 +181,13 @@ def parse_options(
 
 def _check_range(settings: dict[str, Any]) -> None:
     """``cad`` takes a finite, ordered value range, or none (it learns each key's);
-    other models take none. Sets ``cad``'s own default threshold (per mode) when none
-    is given.
+    other models take none.
 
     Raises:
         ConfigError: One end of the range only, a non-finite or inverted range for
             ``cad``, or a range given to another model.
     """
-    from flinkai.anomaly.contextual import CAD_MODEL, CAD_THRESHOLD, LEARNT_CAD_THRESHOLD
+    from flinkai.anomaly.contextual import CAD_MODEL
 
     given = [k for k in ("value_min", "value_max") if k in settings]
     if settings.get("model") != CAD_MODEL:
@@ -196,7 +195,6 @@ def _check_range(settings: dict[str, Any]) -> None:
             raise ConfigError(f"{given}: a value range is used by model '{CAD_MODEL}' only")
         return
     if not given:
-        settings.setdefault("threshold", LEARNT_CAD_THRESHOLD)
         return
     if len(given) < 2:
         raise ConfigError(f"model '{CAD_MODEL}' takes both 'value_min' and 'value_max', or "
@@ -204,7 +202,6 @@ def _check_range(settings: dict[str, Any]) -> None:
     low, high = settings["value_min"], settings["value_max"]
     if not (math.isfinite(low) and math.isfinite(high)) or high < low:
         raise ConfigError(f"value range [{low}, {high}] must be finite with value_min <= value_max")
-    settings.setdefault("threshold", CAD_THRESHOLD)
 
 
 def _epoch_ms(value: Any) -> int | None:

@@ -129,7 +129,7 @@ def test_operator_options() -> None:
     base = {"key": "k", "time": "t", "value": "v"}
     opts = parse_options({**base, "model": "cad", "value_min": "0", "value_max": "100"})
     assert (opts.detector.value_min, opts.detector.value_max) == (0.0, 100.0)
-    assert opts.detector.threshold == CAD_THRESHOLD
+    assert opts.detector.threshold is None  # unset: the model's own applies
     explicit = parse_options({**base, "model": "cad", "value_min": "0", "value_max": "1",
                               "threshold": "0.9"})  # fmt: skip
     assert explicit.detector.threshold == 0.9
@@ -137,7 +137,7 @@ def test_operator_options() -> None:
         parse_options({**base, "model": "cad", "value_min": "0"})
     learnt = parse_options({**base, "model": "cad"})
     assert learnt.detector.value_min is None and learnt.detector.value_max is None
-    assert learnt.detector.threshold == LEARNT_CAD_THRESHOLD
+    assert learnt.detector.threshold is None
     with pytest.raises(ConfigError, match="model 'cad' only"):
         parse_options({**base, "value_min": "0", "value_max": "1"})
     with pytest.raises(ConfigError, match="value_min <= value_max"):
@@ -154,3 +154,21 @@ def test_operator_options() -> None:
     assert not open_model("cad").known_range
     with pytest.raises(DetectorInputError):
         CadModel(3.0, 1.0)
+
+
+def test_an_unset_threshold_is_the_models_own() -> None:
+    from flinkai.anomaly.detector import DEFAULT_THRESHOLD
+
+    xs = _series().tolist()
+
+    def decisions(model: CadModel, threshold: float | None) -> list[bool]:
+        det = CadSeriesDetector(model, DetectorConfig(model="cad", threshold=threshold))
+        return [det.update(START_MS + i * STEP_MS, x).is_anomaly for i, x in enumerate(xs)]
+
+    for model, own in ((CadModel(0.0, 20.0), CAD_THRESHOLD), (CadModel(), LEARNT_CAD_THRESHOLD)):
+        unset = decisions(model, None)
+        assert unset == decisions(model, own)
+        # control: the z-score's threshold, which an unset one used to mean, flags more
+        assert sum(decisions(model, DEFAULT_THRESHOLD)) > sum(unset)
+    assert DetectorConfig().threshold_or(DEFAULT_THRESHOLD) == 0.5091
+    assert DetectorConfig(threshold=0.9).threshold_or(DEFAULT_THRESHOLD) == 0.9
