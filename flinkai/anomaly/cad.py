@@ -69,9 +69,11 @@ __all__ = [
     "CadConfig",
     "CadDetector",
     "ProbationRangeCad",
+    "check_value",
     "encode_level",
     "nab_rest_period",
     "rest_masked",
+    "rest_step",
 ]
 
 #: Bits of the discretised value: 2**3 = 8 levels (CAD OSE's ``numNormValueBits``).
@@ -175,9 +177,19 @@ def rest_masked(
     out: list[float] = []
     since_high = 1
     for r in raw:
-        out.append(r if since_high > rest_period else 0.0)
-        since_high = 1 if r >= base_threshold else since_high + 1
+        score, since_high = rest_step(r, since_high, rest_period, base_threshold)
+        out.append(score)
     return out
+
+
+def rest_step(
+    raw: float, since_high: int, rest_period: int, base_threshold: float = BASE_THRESHOLD
+) -> tuple[float, int]:
+    """One step of the rest period: the score reported for ``raw`` (0 if a raw score
+    of the last ``rest_period`` steps reached ``base_threshold``) and the new count of
+    steps since such a score (1 at the start of a series)."""
+    score = raw if since_high > rest_period else 0.0
+    return score, (1 if raw >= base_threshold else since_high + 1)
 
 
 def encode_level(level: int, value_bits: int) -> Facts:
@@ -210,7 +222,12 @@ def _unpack(row: Sequence[int]) -> Facts:
     return (*map(int, row[1 : n + 1]), *(NEURON_FACT_BASE + int(c) for c in row[n + 1 :]))
 
 
-def _check_value(x: float) -> float:
+def check_value(x: float) -> float:
+    """``x`` as a finite float.
+
+    Raises:
+        DetectorInputError: ``x`` is not a number, or not finite.
+    """
     try:
         v = float(x)
     except (TypeError, ValueError) as e:
@@ -382,12 +399,13 @@ class CadDetector:
         Raises:
             DetectorInputError: ``x`` is not a finite number (the state is unchanged).
         """
-        raw = self._raw(self.facts_of(_check_value(x)))
+        raw = self._raw(self.facts_of(check_value(x)))
         cfg = self.config
         if cfg.max_contexts and len(self._count) > cfg.max_contexts:
             self._evict()
-        score = raw if self._since_high > cfg.rest_period else 0.0
-        self._since_high = 1 if raw >= cfg.base_threshold else self._since_high + 1
+        score, self._since_high = rest_step(
+            raw, self._since_high, cfg.rest_period, cfg.base_threshold
+        )
         self.steps += 1
         self.last_raw = raw
         return score
@@ -506,7 +524,7 @@ class ProbationRangeCad:
         Raises:
             DetectorInputError: ``x`` is not a finite number (the state is unchanged).
         """
-        v = _check_value(x)
+        v = check_value(x)
         if self.detector is not None:
             return self.detector.update(v)
         self._buffer.append(v)
@@ -537,7 +555,7 @@ class ProbationRangeCad:
         """
         det = cls(probation, rest_period, max_contexts)
         if "buffer" in state:
-            det._buffer = [_check_value(v) for v in state["buffer"]]
+            det._buffer = [check_value(v) for v in state["buffer"]]
             return det
         try:
             lo, hi = (float(v) for v in state["range"])

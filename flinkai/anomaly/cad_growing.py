@@ -16,7 +16,7 @@ detector keeps raising alarms. This detector keeps the range honest and lets it 
    A value outside the range by less than ``out_of_range`` goes to CAD as it is
    (levels beyond the range have facts of their own).
 4. **Rest.** As in CAD OSE: a score is reported only if no raw score of the last
-   ``rest_period`` points reached :data:`~flinkai.anomaly.cad.BASE_THRESHOLD`.
+   ``rest_period`` points reached CAD's base threshold (:func:`~flinkai.anomaly.cad.rest_step`).
 
 Each rebuild replays up to ``history`` values, so the step that grows the range
 costs that many CAD steps (about 0.1-0.2 ms each); it happens only when the range
@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flinkai.anomaly.cad import BASE_THRESHOLD, CadConfig, CadDetector
+from flinkai.anomaly.cad import CadConfig, CadDetector, check_value, rest_step
 from flinkai.anomaly.errors import DetectorInputError
 
 __all__ = [
@@ -123,9 +123,7 @@ class GrowingRangeCad:
         Raises:
             DetectorInputError: ``x`` is not a finite number (the state is unchanged).
         """
-        v = float(x)
-        if not math.isfinite(v):
-            raise DetectorInputError(f"value must be a finite number, got {x!r}")
+        v = check_value(x)
         cfg = self.config
         self.history.append(v)
         if self.cad is None:
@@ -145,9 +143,9 @@ class GrowingRangeCad:
             self.cad.update(v)
             raw = self.cad.last_raw
         self.last_raw = raw
-        r = 0.0 if math.isnan(raw) else raw
-        score = r if self.since_high > cfg.rest_period else 0.0
-        self.since_high = 1 if r >= BASE_THRESHOLD else self.since_high + 1
+        score, self.since_high = rest_step(
+            0.0 if math.isnan(raw) else raw, self.since_high, cfg.rest_period
+        )
         return score
 
     def _outside(self, v: float) -> bool:
