@@ -81,7 +81,7 @@ from flinkai.anomaly.cad import (
     nab_rest_period,
     rest_masked,
 )
-from flinkai.anomaly.cad_growing import DEFAULT_HISTORY, GrowingRangeCad
+from flinkai.anomaly.cad_growing import GrowingRangeCad, GrowingRangeConfig
 from flinkai.anomaly.contextual import (
     CAD_MODEL,
     DEFAULT_MAX_CONTEXTS,
@@ -90,7 +90,7 @@ from flinkai.anomaly.contextual import (
     CadSeriesDetector,
 )
 from flinkai.anomaly.detector import DetectorConfig, PointRejected, SeriesDetector
-from flinkai.anomaly.errors import NabDataError
+from flinkai.anomaly.errors import DetectorInputError, NabDataError
 from flinkai.anomaly.features import ScorerConfig
 from flinkai.anomaly.keyed import new_detector, restore_detector
 from flinkai.anomaly.logo import logo_select
@@ -775,10 +775,16 @@ def _learnt_grid(
         widths = [float(x) for x in margins.split(",") if x.strip()]
     except ValueError:
         return f"--cad-margins: expected numbers, got {margins!r}"
-    if not widths or not all(math.isfinite(w) and w >= 0 for w in widths):
-        return f"--cad-margins: each value must be a finite number >= 0, got {margins!r}"
-    if max(counts) > DEFAULT_HISTORY:
-        return f"--cad-learn-points: each value must be <= the history ({DEFAULT_HISTORY})"
+    if not widths:
+        return "--cad-margins: expected at least one number"
+    # The detector's own settings check (margin, learn points within the history)
+    # refuses a bad grid here, before the bench runs anything.
+    try:
+        for count in counts:
+            for width in widths:
+                GrowingRangeConfig(learn_points=count, margin=width)
+    except DetectorInputError as e:
+        return f"--cad-learn-points / --cad-margins: {e}"
     return counts, widths
 
 

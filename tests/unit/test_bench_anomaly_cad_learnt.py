@@ -111,4 +111,5 @@ def test_grid_flags_are_parsed_and_bad_ones_refused() -> None:
     assert "expected numbers" in str(_learnt_grid("20", "0,y"))
     assert ">= 0" in str(_learnt_grid("20", "-0.5"))
     assert ">= 0" in str(_learnt_grid("20", "nan"))
-    assert "<= the history" in str(_learnt_grid("20,5000", "0"))
+    assert "must hold the learn_points (5000)" in str(_learnt_grid("20,5000", "0"))
+    assert "at least one number" in str(_learnt_grid("20", ","))
