@@ -33,6 +33,9 @@ each point before learning it. Detectors:
   (:mod:`flinkai.anomaly.cad_growing`), so it uses no future data; the same round
   trip. ``--cad-learn-points`` / ``--cad-margins`` choose its settings leave-one-group-
   out (:mod:`flinkai.bench.anomaly_cad_learnt`).
+* ``artime`` and ``artime_learnt`` (run when named): ARTime
+  (:mod:`flinkai.anomaly.artime`) with NAB's range and probation, and with the range
+  learnt from the probation (:mod:`flinkai.bench.anomaly_artime`).
 * ``ensemble_max`` and ``ensemble_mean`` (run when named): per point the max or
   the mean of two members' final scores: ``zscore`` through ``numenta_stream`` at its
   default setting, and ``cad_probation_capped``'s own score. Their
@@ -73,6 +76,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from flinkai.anomaly.artime import DEFAULT_MARGIN
 from flinkai.anomaly.baselines import IQR, HalfSpaceTrees, RobustZScore, StreamingDetector, ZScore
 from flinkai.anomaly.cad import (
     CadConfig,
@@ -109,6 +113,13 @@ from flinkai.anomaly.spec import anomaly_models_dir
 from flinkai.anomaly.statistical import ZSCORE_MODEL, ZScoreModel
 from flinkai.anomaly.step import RecurrentState, StepModel
 from flinkai.anomaly.train import timestamps_ms
+from flinkai.bench.anomaly_artime import (
+    ARTIME_DETECTORS,
+    ArtimeBench,
+    artime_logo,
+    format_artime_logo,
+    run_artime,
+)
 from flinkai.bench.anomaly_cad_learnt import format_learnt_logo, learnt_logo
 from flinkai.bench.anomaly_variants import (
     INPUTS,
@@ -207,6 +218,8 @@ class DetectorRun:
     cad_raw: dict[str, FloatArray] = field(default_factory=dict)
     #: ``cad_learnt_operator`` only: times each key's range grew.
     regrowths: dict[str, int] = field(default_factory=dict)
+    #: ARTime rows only: categories each key's network holds at the end.
+    categories: dict[str, int] = field(default_factory=dict)
 
 
 class _TimedStep:
@@ -398,6 +411,7 @@ def run_detector(
     operator_scorer: ScorerConfig | None = None,
     cad_max_contexts: int | None = None,
     round_trip_every: int = _ROUND_TRIP_EVERY,
+    artime: ArtimeBench | None = None,
 ) -> DetectorRun:
     """Run one detector over every series.
 
@@ -408,6 +422,8 @@ def run_detector(
         SetupError: A forecaster's model folder is missing.
     """
     run = DetectorRun(name)
+    if name in ARTIME_DETECTORS:
+        return run_artime(run, data, artime or ArtimeBench(), round_trip_every)
     if name in ("cad_operator", "cad_learnt_operator"):
         cap = cad_max_contexts or DEFAULT_MAX_CONTEXTS  # the operator's own default
         return _run_cad_operator(run, data, cap, round_trip_every, name == "cad_learnt_operator")
@@ -490,12 +506,18 @@ def summarize(run: DetectorRun, data: Mapping[str, NabSeries]) -> dict[str, Any]
         "model_version": run.model_version,
         "rejected_points": run.rejected,
         **({"range_regrowths": _regrowths(run.regrowths)} if run.regrowths else {}),
+        **({"art_categories": _categories(run.categories)} if run.categories else {}),
     }
 
 
 def _regrowths(per_key: Mapping[str, int]) -> dict[str, Any]:
     counts = list(per_key.values())
     return {"total": sum(counts), "max_per_key": max(counts), "keys": len(counts)}
+
+
+def _categories(per_key: Mapping[str, int]) -> dict[str, Any]:
+    counts = list(per_key.values())
+    return {"max_per_key": max(counts), "median_per_key": float(np.median(counts))}
 
 
 def _scored(
@@ -555,6 +577,7 @@ def run_anomaly_bench(
     cad_rest_periods: Sequence[int] | None = None,
     round_trip_every: int = _ROUND_TRIP_EVERY,
     cad_learnt_grid: tuple[Sequence[int], Sequence[float]] | None = None,
+    artime: ArtimeBench | None = None,
 ) -> dict[str, Any]:
     """Run the detectors on a NAB-layout folder and summarise each.
 
@@ -567,7 +590,9 @@ def run_anomaly_bench(
     period only hides scores, :func:`~flinkai.anomaly.cad.rest_masked`); the same for
     ``cad_learnt_operator``. ``cad_learnt_grid`` (learn points, margins) adds a joint
     LOGO over the learnt-range CAD's settings and those rest periods
-    (:mod:`flinkai.bench.anomaly_cad_learnt`).
+    (:mod:`flinkai.bench.anomaly_cad_learnt`). ``artime`` sets the ARTime rows, and
+    with ``margins`` adds a joint LOGO over the learnt range's margin
+    (:mod:`flinkai.bench.anomaly_artime`).
 
     Returns:
         JSON-ready results: run facts and one summary per detector.
@@ -582,7 +607,13 @@ def run_anomaly_bench(
     def member(name: str) -> DetectorRun:
         if name not in runs:
             runs[name] = run_detector(
-                name, data, models_root, operator_scorer, cad_max_contexts, round_trip_every
+                name,
+                data,
+                models_root,
+                operator_scorer,
+                cad_max_contexts,
+                round_trip_every,
+                artime,
             )
         return runs[name]
 
@@ -638,6 +669,8 @@ def run_anomaly_bench(
             scorers,
             say,
         )
+    if artime is not None and artime.margins:
+        out["artime_learnt_variants"] = artime_logo(data, artime, scorers, say)
     if zscore_variants is not None:
         t0 = time.perf_counter()
         out["zscore_variants"] = variant_logo(data, *zscore_variants, scorers)
@@ -649,6 +682,8 @@ def format_tables(result: Mapping[str, Any]) -> str:
     """One Markdown table per NAB group (and ``all``), then latency and state size."""
     dets: Mapping[str, Any] = result["detectors"]
     variants = format_variant_logo(result["zscore_variants"]) if "zscore_variants" in result else []
+    if "artime_learnt_variants" in result:
+        variants += format_artime_logo(result["artime_learnt_variants"])
     for out_key in ("cad_rest_variants", "cad_learnt_rest_variants"):
         if out_key in result:
             r = result[out_key]
@@ -788,9 +823,32 @@ def _learnt_grid(
     return counts, widths
 
 
+def _artime_bench(margin: float, margins: str | None, probation: int | None) -> ArtimeBench | str:
+    """``--artime-margin``/``--artime-margins``/``--artime-probation`` parsed, or the error."""
+    grid = None
+    if margins:
+        try:
+            grid = [float(x) for x in margins.split(",") if x.strip()]
+        except ValueError:
+            return f"--artime-margins: expected numbers, got {margins!r}"
+        if not grid:
+            return "--artime-margins: expected at least one number"
+    try:
+        return ArtimeBench(margin, probation, grid)
+    except DetectorInputError as e:
+        return f"--artime-margin(s) / --artime-probation: {e}"
+
+
 def _handle(args: argparse.Namespace) -> int:
     detectors = [d.strip() for d in args.detectors.split(",") if d.strip()]
-    named = (*DETECTORS, *OPERATOR_DETECTORS, *SERIES_DETECTORS, *ENSEMBLES, *CONTROLS)
+    named = (
+        *DETECTORS,
+        *OPERATOR_DETECTORS,
+        *SERIES_DETECTORS,
+        *ARTIME_DETECTORS,
+        *ENSEMBLES,
+        *CONTROLS,
+    )
     unknown = [d for d in detectors if d not in named]
     if unknown:
         names = ", ".join(named)
@@ -827,6 +885,10 @@ def _handle(args: argparse.Namespace) -> int:
     if isinstance(learnt, str):
         print(learnt, file=sys.stderr)
         return 2
+    artime = _artime_bench(args.artime_margin, args.artime_margins, args.artime_probation)
+    if isinstance(artime, str):
+        print(artime, file=sys.stderr)
+        return 2
     try:
         result = run_anomaly_bench(
             data,
@@ -841,6 +903,7 @@ def _handle(args: argparse.Namespace) -> int:
             rests or None,
             args.round_trip_every,
             learnt,
+            artime,
         )
     except SetupError as e:
         print(f"bench anomaly: {e}", file=sys.stderr)
@@ -872,7 +935,7 @@ def register(subparsers: Any) -> None:
         "--detectors",
         default=",".join(DETECTORS),
         help="comma-separated subset of: "
-        f"{', '.join((*DETECTORS, *OPERATOR_DETECTORS, *SERIES_DETECTORS, *ENSEMBLES, *CONTROLS))}",
+        f"{', '.join((*DETECTORS, *OPERATOR_DETECTORS, *SERIES_DETECTORS, *ARTIME_DETECTORS, *ENSEMBLES, *CONTROLS))}",
     )
     parser.add_argument(
         "--models",
@@ -914,7 +977,7 @@ def register(subparsers: Any) -> None:
         type=int,
         default=_ROUND_TRIP_EVERY,
         metavar="N",
-        help=f"cad_operator, cad_learnt_operator: every N-th point takes the timed state round trip (default "
+        help=f"cad_operator, cad_learnt_operator, artime, artime_learnt: every N-th point takes the timed state round trip (default "
         f"{_ROUND_TRIP_EVERY}; 1: every point, as the operator does)",
     )
     parser.add_argument(
@@ -936,6 +999,28 @@ def register(subparsers: Any) -> None:
         metavar="X,X,...",
         help="with --cad-learn-points: shares of the new span added beyond a value that grows "
         "the range (default: 0)",
+    )
+    parser.add_argument(
+        "--artime-margin",
+        type=float,
+        default=DEFAULT_MARGIN,
+        metavar="X",
+        help="artime_learnt: share of the probation's span added on each side of its range "
+        f"(default {DEFAULT_MARGIN})",
+    )
+    parser.add_argument(
+        "--artime-margins",
+        metavar="X,X,...",
+        help="also choose artime_learnt's margin leave-one-group-out, jointly with each "
+        "scorer's setting; an empty --detectors runs only this",
+    )
+    parser.add_argument(
+        "--artime-probation",
+        type=int,
+        default=None,
+        metavar="N",
+        help="artime, artime_learnt: a fixed probation for every series, as a stream must "
+        "(default: NAB's, 15%% of each file's length up to 750)",
     )
     parser.add_argument(
         "--zscore-windows",

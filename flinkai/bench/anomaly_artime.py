@@ -1,0 +1,130 @@
+"""ARTime rows of ``flinkai bench anomaly``: ``artime`` and ``artime_learnt``.
+
+* ``artime``: :class:`~flinkai.anomaly.artime.ArtimeDetector` with NAB's inputs,
+  the file's min/max and its probationary length (the scoreboard's protocol, both
+  carrying future data).
+* ``artime_learnt``: the range learnt from the probation, widened by
+  ``--artime-margin`` of its span (default :data:`~flinkai.anomaly.artime.DEFAULT_MARGIN`).
+
+``--artime-probation N`` fixes the probation for both rows instead of NAB's
+per-file length, as a stream must (it knows no length). ``--artime-margins X,X,...``
+adds a joint leave-one-group-out over the learnt range's margin and each scorer's
+setting. Every ``--round-trip-every``-th point takes the state round trip (snapshot,
+pickle, unpickle, rebuild), timed as an operator step.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from flinkai.anomaly.artime import DEFAULT_MARGIN, ArtimeConfig, ArtimeDetector
+from flinkai.anomaly.nab import NabSeries, probationary_length
+from flinkai.bench.anomaly_variants import format_joint_logo, joint_logo
+
+if TYPE_CHECKING:
+    from flinkai.bench.anomaly import DetectorRun
+
+__all__ = [
+    "ARTIME_DETECTORS",
+    "ArtimeBench",
+    "artime_config",
+    "artime_logo",
+    "format_artime_logo",
+    "run_artime",
+]
+
+ARTIME_DETECTORS = ("artime", "artime_learnt")
+
+
+@dataclass(frozen=True)
+class ArtimeBench:
+    """The ARTime rows' settings.
+
+    Attributes:
+        margin: ``artime_learnt``'s margin.
+        probation: A fixed probation for both rows; ``None``: NAB's per file.
+        margins: Margins of the leave-one-group-out choice; ``None``: not run.
+    """
+
+    margin: float = DEFAULT_MARGIN
+    probation: int | None = None
+    margins: Sequence[float] | None = None
+
+    def __post_init__(self) -> None:
+        # the detector's own checks, before the bench runs anything
+        for m in (self.margin, *(self.margins or ())):
+            ArtimeConfig(self.probation or 750, margin=m)
+
+
+def artime_config(
+    name: str, values: np.ndarray, bench: ArtimeBench, margin: float | None = None
+) -> ArtimeConfig:
+    """One file's config under row ``name``."""
+    probation = bench.probation or probationary_length(len(values))
+    if name == "artime":
+        return ArtimeConfig(probation, float(values.min()), float(values.max()))
+    return ArtimeConfig(probation, margin=bench.margin if margin is None else margin)
+
+
+def run_artime(
+    run: DetectorRun, data: Mapping[str, NabSeries], bench: ArtimeBench, every: int
+) -> DetectorRun:
+    """Score every series with row ``run.name``; see the module docstring."""
+    for key, s in data.items():
+        config = artime_config(run.name, s.values, bench)
+        det = ArtimeDetector(config)
+        out = np.zeros(len(s.values))
+        for i, v in enumerate(s.values.tolist()):
+            t0 = time.perf_counter()
+            if i % every == 0:
+                blob = pickle.dumps(det.snapshot())
+                det = ArtimeDetector.from_snapshot(pickle.loads(blob), config)
+                run.state_bytes = max(run.state_bytes or 0, len(blob))
+            out[i] = det.update(v)
+            (run.operator_ms if i % every == 0 else run.step_ms).append(
+                (time.perf_counter() - t0) * 1000
+            )
+        run.state_bytes = max(run.state_bytes or 0, len(pickle.dumps(det.snapshot())))
+        run.scores[key] = out
+        run.native[key] = out.copy()
+        run.categories[key] = det.categories
+    return run
+
+
+def artime_logo(
+    data: Mapping[str, NabSeries],
+    bench: ArtimeBench,
+    scorers: Sequence[str],
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Per scorer, LOGO over every (learnt range's margin, scorer setting); JSON-ready."""
+    say = progress or (lambda _line: None)
+    keys = sorted(data)
+    natives: dict[tuple[Any, ...], list[np.ndarray]] = {}
+    for m in bench.margins or ():
+        t0 = time.perf_counter()
+        per_file = []
+        for k in keys:
+            det = ArtimeDetector(artime_config("artime_learnt", data[k].values, bench, m))
+            per_file.append(np.array([det.update(v) for v in data[k].values.tolist()]))
+        natives[(m,)] = per_file
+        say(f"  ARTime, learnt range, margin {m}: {time.perf_counter() - t0:.1f} s")
+    return {
+        "margins": list(bench.margins or ()),
+        "probation": bench.probation or "nab",
+        "scorers": joint_logo(data, natives, ("margin",), scorers),
+    }
+
+
+def format_artime_logo(result: Mapping[str, Any]) -> list[str]:
+    """Markdown lines of :func:`artime_logo`'s result."""
+    title = (
+        f"ARTime with a learnt range (margins {result['margins']}, probation {result['probation']})"
+    )
+    return format_joint_logo(title, result["scorers"], ("margin",))
