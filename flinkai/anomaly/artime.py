@@ -55,6 +55,7 @@ from flinkai.anomaly.fuzzy_art import DualVigilanceArt
 
 __all__ = [
     "DEFAULT_MARGIN",
+    "DEFAULT_MAX_CATEGORIES",
     "FEATURE_WINDOW",
     "ArtimeConfig",
     "ArtimeDetector",
@@ -94,6 +95,10 @@ CONF_MATCH_CAP = 0.999
 #: Learnt range: share of the probation's span added on each side. Every fold of the
 #: leave-one-group-out choice over 0-3 chose 1.0 (docs/anomaly.md, "ARTime").
 DEFAULT_MARGIN = 1.0
+#: Categories kept per key: 200 x 32 float64 weights are 51 KB, inside the operator's
+#: 64 KB per key with the rest of the state (set by the budget; on NAB with NAB's
+#: inputs 74.81 against 74.85 unbounded, docs/anomaly.md).
+DEFAULT_MAX_CATEGORIES = 200
 _SNAPSHOT_VERSION = 1
 
 
@@ -112,6 +117,8 @@ class ArtimeConfig:
             ``value_max``) learns the range from the probation.
         value_max: Highest value expected (NAB: the file's maximum).
         margin: Learnt range only: share of the probation's span added on each side.
+        max_categories: Categories kept (the least recently best dropped past it);
+            0 keeps all, as ARTime does.
 
     Raises:
         DetectorInputError: A probation under two feature windows, one end of the
@@ -122,6 +129,7 @@ class ArtimeConfig:
     value_min: float | None = None
     value_max: float | None = None
     margin: float = DEFAULT_MARGIN
+    max_categories: int = DEFAULT_MAX_CATEGORIES
 
     def __post_init__(self) -> None:
         if _even(self.probation) < 2 * FEATURE_WINDOW:
@@ -139,6 +147,10 @@ class ArtimeConfig:
                 )
         if not (math.isfinite(self.margin) and self.margin >= 0):
             raise DetectorInputError(f"ARTime: margin must be >= 0, got {self.margin}")
+        if self.max_categories != 0 and self.max_categories < 2:
+            raise DetectorInputError(
+                f"ARTime: max_categories must be 0 (all) or >= 2, got {self.max_categories}"
+            )
 
     @property
     def known_range(self) -> bool:
@@ -265,7 +277,7 @@ class ArtimeDetector:
         self.config = config
         self.step = config.step
         self.trend = config.trend_windows
-        self.art = DualVigilanceArt(2 * FEATURE_WINDOW)
+        self.art = DualVigilanceArt(2 * FEATURE_WINDOW, max_categories=config.max_categories)
         self.range: tuple[float, float] | None = None
         if config.value_min is not None and config.value_max is not None:
             self.range = (config.value_min, config.value_max)
@@ -448,7 +460,13 @@ class ArtimeDetector:
             "median": [list(m.bins), m.level, m.below, m.above],
             "window": self._window.tolist(),
             "held": [f.tolist() for f in self._held],
-            "art": [self.art.rho_lb, self.art.rho_ub, self.art.weights.tobytes()],
+            "art": [
+                self.art.rho_lb,
+                self.art.rho_ub,
+                self.art.weights.tobytes(),
+                self.art.last_best.tobytes(),
+                self.art.inputs,
+            ],
             "detect": [
                 self._last_anomaly,
                 self._last_anomaly_match,
@@ -488,11 +506,13 @@ class ArtimeDetector:
             det._median = _Median([int(b) for b in bins], int(level), int(below), int(above))
             det._window = np.asarray(state["window"], dtype=np.float64)
             det._held = [np.asarray(f, dtype=np.float64) for f in state["held"]]
-            lb, ub, weights = state["art"]
+            lb, ub, weights, last_best, inputs = state["art"]
             det.art.rho_lb, det.art.rho_ub = float(lb), float(ub)
             det.art.weights = (
                 np.frombuffer(weights, dtype=np.float64).reshape(-1, 4 * FEATURE_WINDOW).copy()
             )
+            det.art.last_best = np.frombuffer(last_best, dtype=np.int64).copy()
+            det.art.inputs = int(inputs)
             d = state["detect"]
             det._last_anomaly, det._last_update = int(d[0]), int(d[2])
             det._last_anomaly_match, det._match_sum = float(d[1]), float(d[5])
@@ -507,6 +527,8 @@ class ArtimeDetector:
             len(det._raw) != det.step
             or len(det._median.bins) != LEVELS + 1
             or det._window.shape != (FEATURE_WINDOW,)
+            or len(det.art.last_best) != det.art.categories
+            or (config.max_categories and det.art.categories > config.max_categories)
             or len(det._recent_match) != det.trend // 2 + 1
             or len(det._recent_shortfall) != det.trend + 1
         ):

@@ -15,6 +15,11 @@ ARTime's variant, reproduced here: the match is ``feature^3 * energy^2``, where
 input's last feature and its complement only (the newest sample); every category
 above ``rho_ub`` learns, not just the best; the network starts with one all-ones
 category and its first input is recorded with match 0 and not learnt.
+
+ARTime never drops a category, so its weights grow with the series' variety (up to
+831 categories, 213 KB, on one NAB file). ``max_categories`` bounds them for a
+per-key state budget: past the cap, the category that was least recently the best
+match is dropped (never the all-ones one).
 """
 
 from __future__ import annotations
@@ -47,11 +52,17 @@ class TrainResult:
 class DualVigilanceArt:
     """Categories over ``dim`` features in ``[0, 1]``; see the module docstring."""
 
-    def __init__(self, dim: int, rho_lb: float = 0.0, rho_ub: float = 0.0) -> None:
+    def __init__(
+        self, dim: int, rho_lb: float = 0.0, rho_ub: float = 0.0, max_categories: int = 0
+    ) -> None:
         self.dim = dim
         self.rho_lb = rho_lb
         self.rho_ub = rho_ub
+        self.max_categories = max_categories  # 0: unbounded
         self.weights = np.empty((0, 2 * dim))
+        # per category, the input count when it was last the best match (or was made)
+        self.last_best = np.empty(0, dtype=np.int64)
+        self.inputs = 0
 
     @property
     def categories(self) -> int:
@@ -61,8 +72,10 @@ class DualVigilanceArt:
     def train(self, features: np.ndarray, learn: bool = True) -> TrainResult:
         """Present one input; learn from it unless ``learn`` is false."""
         x = np.concatenate([features, 1.0 - features])
+        self.inputs += 1
         if not len(self.weights):
             self.weights = np.ones((1, 2 * self.dim))
+            self.last_best = np.array([self.inputs], dtype=np.int64)
             return TrainResult(False, 0.0, 0.0)
         w = self.weights
         common = np.minimum(w, x)
@@ -76,6 +89,7 @@ class DualVigilanceArt:
         match = feature * feature * feature * (energy * energy)
         order = np.argsort(-match, kind="stable")
         best = int(order[0])
+        self.last_best[best] = self.inputs
         top, top_energy = (float(match[best]), float(energy[best]))
         if top <= 0.0:
             top, top_energy = 0.0, 0.0
@@ -87,4 +101,9 @@ class DualVigilanceArt:
             return TrainResult(False, top, top_energy)
         # no resonance: a new category, in the best one's cluster or a cluster of its own
         self.weights = np.vstack([w, x])
+        self.last_best = np.append(self.last_best, self.inputs)
+        if self.max_categories and len(self.weights) > self.max_categories:
+            stale = 1 + int(np.argmin(self.last_best[1:]))  # the all-ones category stays
+            self.weights = np.delete(self.weights, stale, axis=0)
+            self.last_best = np.delete(self.last_best, stale)
         return TrainResult(top < self.rho_lb, top, top_energy)

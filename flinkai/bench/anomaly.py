@@ -76,7 +76,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from flinkai.anomaly.artime import DEFAULT_MARGIN
+from flinkai.anomaly.artime import DEFAULT_MARGIN, DEFAULT_MAX_CATEGORIES
 from flinkai.anomaly.baselines import IQR, HalfSpaceTrees, RobustZScore, StreamingDetector, ZScore
 from flinkai.anomaly.cad import (
     CadConfig,
@@ -823,8 +823,10 @@ def _learnt_grid(
     return counts, widths
 
 
-def _artime_bench(margin: float, margins: str | None, probation: int | None) -> ArtimeBench | str:
-    """``--artime-margin``/``--artime-margins``/``--artime-probation`` parsed, or the error."""
+def _artime_bench(
+    margin: float, margins: str | None, probation: int | None, max_categories: int
+) -> ArtimeBench | str:
+    """The ``--artime-*`` flags parsed, or the error."""
     grid = None
     if margins:
         try:
@@ -834,9 +836,9 @@ def _artime_bench(margin: float, margins: str | None, probation: int | None) -> 
         if not grid:
             return "--artime-margins: expected at least one number"
     try:
-        return ArtimeBench(margin, probation, grid)
+        return ArtimeBench(margin, probation, grid, max_categories)
     except DetectorInputError as e:
-        return f"--artime-margin(s) / --artime-probation: {e}"
+        return f"--artime-*: {e}"
 
 
 def _handle(args: argparse.Namespace) -> int:
@@ -885,7 +887,9 @@ def _handle(args: argparse.Namespace) -> int:
     if isinstance(learnt, str):
         print(learnt, file=sys.stderr)
         return 2
-    artime = _artime_bench(args.artime_margin, args.artime_margins, args.artime_probation)
+    artime = _artime_bench(
+        args.artime_margin, args.artime_margins, args.artime_probation, args.artime_max_categories
+    )
     if isinstance(artime, str):
         print(artime, file=sys.stderr)
         return 2
@@ -1021,6 +1025,15 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="artime, artime_learnt: a fixed probation for every series, as a stream must "
         "(default: NAB's, 15%% of each file's length up to 750)",
+    )
+    parser.add_argument(
+        "--artime-max-categories",
+        type=int,
+        default=DEFAULT_MAX_CATEGORIES,
+        metavar="N",
+        help="artime, artime_learnt: categories kept per key, the least recently best dropped "
+        f"past it (default {DEFAULT_MAX_CATEGORIES}, for the 64 KB state budget; 0: all, as "
+        "ARTime does)",
     )
     parser.add_argument(
         "--zscore-windows",

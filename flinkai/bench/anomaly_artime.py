@@ -6,7 +6,9 @@
 * ``artime_learnt``: the range learnt from the probation, widened by
   ``--artime-margin`` of its span (default :data:`~flinkai.anomaly.artime.DEFAULT_MARGIN`).
 
-``--artime-probation N`` fixes the probation for both rows instead of NAB's
+Each key keeps ``--artime-max-categories`` categories (default
+:data:`~flinkai.anomaly.artime.DEFAULT_MAX_CATEGORIES`, for the 64 KB state budget;
+0 keeps all, as ARTime does). ``--artime-probation N`` fixes the probation for both rows instead of NAB's
 per-file length, as a stream must (it knows no length). ``--artime-margins X,X,...``
 adds a joint leave-one-group-out over the learnt range's margin and each scorer's
 setting. Every ``--round-trip-every``-th point takes the state round trip (snapshot,
@@ -23,7 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from flinkai.anomaly.artime import DEFAULT_MARGIN, ArtimeConfig, ArtimeDetector
+from flinkai.anomaly.artime import (
+    DEFAULT_MARGIN,
+    DEFAULT_MAX_CATEGORIES,
+    ArtimeConfig,
+    ArtimeDetector,
+)
 from flinkai.anomaly.nab import NabSeries, probationary_length
 from flinkai.bench.anomaly_variants import format_joint_logo, joint_logo
 
@@ -50,16 +57,18 @@ class ArtimeBench:
         margin: ``artime_learnt``'s margin.
         probation: A fixed probation for both rows; ``None``: NAB's per file.
         margins: Margins of the leave-one-group-out choice; ``None``: not run.
+        max_categories: Categories kept per key (0: all, as ARTime does).
     """
 
     margin: float = DEFAULT_MARGIN
     probation: int | None = None
     margins: Sequence[float] | None = None
+    max_categories: int = DEFAULT_MAX_CATEGORIES
 
     def __post_init__(self) -> None:
         # the detector's own checks, before the bench runs anything
         for m in (self.margin, *(self.margins or ())):
-            ArtimeConfig(self.probation or 750, margin=m)
+            ArtimeConfig(self.probation or 750, margin=m, max_categories=self.max_categories)
 
 
 def artime_config(
@@ -67,9 +76,12 @@ def artime_config(
 ) -> ArtimeConfig:
     """One file's config under row ``name``."""
     probation = bench.probation or probationary_length(len(values))
+    cap = bench.max_categories
     if name == "artime":
-        return ArtimeConfig(probation, float(values.min()), float(values.max()))
-    return ArtimeConfig(probation, margin=bench.margin if margin is None else margin)
+        return ArtimeConfig(probation, float(values.min()), float(values.max()), max_categories=cap)
+    return ArtimeConfig(
+        probation, margin=bench.margin if margin is None else margin, max_categories=cap
+    )
 
 
 def run_artime(
@@ -118,6 +130,7 @@ def artime_logo(
     return {
         "margins": list(bench.margins or ()),
         "probation": bench.probation or "nab",
+        "max_categories": bench.max_categories,
         "scorers": joint_logo(data, natives, ("margin",), scorers),
     }
 

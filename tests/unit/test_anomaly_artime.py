@@ -43,8 +43,10 @@ def _reference() -> dict[str, pd.DataFrame]:
     return dict(tuple(rows[rows["detector"] == "ARTime"].groupby("file")))
 
 
-def _nab_config(s: NabSeries) -> ArtimeConfig:
-    return ArtimeConfig(probationary_length(len(s.values)), s.values.min(), s.values.max())
+def _nab_config(s: NabSeries, max_categories: int = 0) -> ArtimeConfig:
+    """NAB's inputs; every category kept, as ARTime does, unless told otherwise."""
+    n = len(s.values)
+    return ArtimeConfig(probationary_length(n), s.values.min(), s.values.max(), 1.0, max_categories)
 
 
 def _run(det: ArtimeDetector, values: np.ndarray) -> np.ndarray:
@@ -117,6 +119,18 @@ def test_learnt_range_is_the_known_range_it_learns() -> None:
     assert not np.array_equal(got, nab)  # control: the range matters
 
 
+def test_the_category_cap_bounds_the_state_and_keeps_the_recent_best() -> None:
+    s = _shared()["realTweets/Twitter_volume_GOOG.csv"]
+    free = ArtimeDetector(_nab_config(s))
+    capped = ArtimeDetector(_nab_config(s, max_categories=60))
+    _run(free, s.values)
+    got = _run(capped, s.values)
+    assert free.categories > 400 and capped.categories == 60
+    assert capped.art.weights[0].tolist() == [1.0] * 32  # the all-ones category stays
+    assert len(pickle.dumps(capped.snapshot())) < len(pickle.dumps(free.snapshot())) / 4
+    assert (got > 0).any()
+
+
 def test_learnt_range_of_a_flat_probation_has_a_span() -> None:
     assert ArtimeConfig(100, margin=1.0).learnt_range([5.0, 5.0]) == (0.0, 10.0)
     assert ArtimeConfig(100, margin=1.0).learnt_range([0.0, 0.0]) == (-1.0, 1.0)
@@ -141,6 +155,7 @@ def test_a_bad_value_is_refused_and_leaves_the_state(bad: float) -> None:
         ({"probation": 200, "value_min": 2.0, "value_max": 1.0}, "below"),
         ({"probation": 200, "value_min": 0.0, "value_max": math.inf}, "finite"),
         ({"probation": 200, "margin": -0.1}, "margin"),
+        ({"probation": 200, "max_categories": 1}, "max_categories"),
     ],
 )
 def test_bad_settings_are_refused(kwargs: dict[str, float], match: str) -> None:
@@ -160,3 +175,6 @@ def test_malformed_snapshots_are_refused() -> None:
         ArtimeDetector.from_snapshot({k: v for k, v in snap.items() if k != "art"}, config)
     with pytest.raises(DetectorInputError, match="sizes"):
         ArtimeDetector.from_snapshot(snap, ArtimeConfig(2000, 0.0, 10.0))  # another step
+    assert det.categories > 3
+    with pytest.raises(DetectorInputError, match="sizes"):  # more categories than the cap
+        ArtimeDetector.from_snapshot(snap, ArtimeConfig(200, 0.0, 10.0, max_categories=3))

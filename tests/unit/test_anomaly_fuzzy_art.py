@@ -50,6 +50,7 @@ def test_a_match_between_the_bounds_founds_a_category_not_a_cluster() -> None:
 def test_every_category_above_the_upper_bound_learns() -> None:
     art = _art(lb=0.0, ub=0.0)  # everything resonates
     art.weights = np.array([[1.0, 1.0, 1.0, 1.0], [0.6, 0.6, 0.2, 0.2]])
+    art.last_best = np.array([1, 1])
     out = art.train(np.array([0.5, 0.5]))
     assert not out.new_cluster
     # both categories take min(w, x): the fast commit
@@ -63,3 +64,17 @@ def test_learn_false_reports_the_match_and_changes_nothing() -> None:
     out = art.train(np.array([0.1, 0.1]), learn=False)
     assert not out.new_cluster and 0.0 < out.match < 1.0
     assert np.array_equal(art.weights, before)
+
+
+def test_past_the_cap_the_least_recently_best_category_goes() -> None:
+    art = DualVigilanceArt(2, 0.99, 0.99, max_categories=3)
+    art.train(np.array([0.0, 0.0]))  # the all-ones category
+    a, b, c = np.array([0.25, 0.25]), np.array([0.75, 0.75]), np.array([0.5, 0.25])
+    assert art.train(a).new_cluster and art.train(b).new_cluster  # 3 categories
+    # c's best is a (feature 1.75 / 2, energy 1): a was best at input 4, b at input 3
+    assert art.train(c).new_cluster
+    assert art.categories == 3
+    kept = art.weights.tolist()
+    assert kept[0] == [1.0] * 4  # the all-ones category is never dropped
+    assert kept[1:] == [[0.25, 0.25, 0.75, 0.75], [0.5, 0.25, 0.5, 0.75]]  # b went
+    assert art.last_best.tolist() == [3, 4, 4]

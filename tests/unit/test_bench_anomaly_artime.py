@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from flinkai.anomaly.artime import DEFAULT_MARGIN, ArtimeConfig, ArtimeDetector
+from flinkai.anomaly.artime import (
+    DEFAULT_MARGIN,
+    DEFAULT_MAX_CATEGORIES,
+    ArtimeConfig,
+    ArtimeDetector,
+)
 from flinkai.anomaly.nab import LabelledSeries, NabSeries, Window, probationary_length
 from flinkai.bench.anomaly import _artime_bench, run_detector
 from flinkai.bench.anomaly_artime import (
@@ -48,8 +53,10 @@ def test_rows_score_as_the_detector_with_round_trips() -> None:
     nab = artime_config("artime", s.values, ArtimeBench())
     assert (nab.value_min, nab.value_max) == (s.values.min(), s.values.max())
     assert nab.probation == probationary_length(N)
-    learnt = artime_config("artime_learnt", s.values, ArtimeBench(probation=300))
+    assert nab.max_categories == DEFAULT_MAX_CATEGORIES
+    learnt = artime_config("artime_learnt", s.values, ArtimeBench(probation=300, max_categories=0))
     assert (learnt.value_min, learnt.probation, learnt.margin) == (None, 300, DEFAULT_MARGIN)
+    assert learnt.max_categories == 0
 
 
 def test_margin_logo_picks_a_listed_margin_per_fold() -> None:
@@ -62,8 +69,9 @@ def test_margin_logo_picks_a_listed_margin_per_fold() -> None:
 
 
 def test_bad_artime_flags_are_refused() -> None:
-    assert "expected numbers" in str(_artime_bench(1.0, "0,x", None))
-    assert "margin must be >= 0" in str(_artime_bench(-0.5, None, None))
-    assert "margin must be >= 0" in str(_artime_bench(1.0, "0,-1", None))
-    assert "probation must be >= 16" in str(_artime_bench(1.0, None, 10))
-    assert _artime_bench(0.5, "0,1", 300) == ArtimeBench(0.5, 300, [0.0, 1.0])
+    assert "expected numbers" in str(_artime_bench(1.0, "0,x", None, 200))
+    assert "margin must be >= 0" in str(_artime_bench(-0.5, None, None, 200))
+    assert "margin must be >= 0" in str(_artime_bench(1.0, "0,-1", None, 200))
+    assert "probation must be >= 16" in str(_artime_bench(1.0, None, 10, 200))
+    assert "max_categories" in str(_artime_bench(1.0, None, None, 1))
+    assert _artime_bench(0.5, "0,1", 300, 0) == ArtimeBench(0.5, 300, [0.0, 1.0], 0)
