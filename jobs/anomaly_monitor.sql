@@ -12,7 +12,8 @@
 -- Placeholders (fill with --var NAME=VALUE, env vars, or `vars:` in configs/*.yaml):
 --   KAFKA_BOOTSTRAP, POINTS_TOPIC, ANOMALY_TOPIC, DLQ_TOPIC,
 --   SCAN_BOUNDED_MODE (unbounded | latest-offset: stop at the offsets seen at start),
---   ANOMALY_MODEL (default zscore: no model files; cad: CAD OSE, within a known range
+--   ANOMALY_MODEL (default zscore: no model files, or cad when a range is given;
+--   cad: CAD OSE, within a known range
 --   given by ANOMALY_VALUE_MIN and ANOMALY_VALUE_MAX, or with both empty within a range
 --   learnt per series; or hybrid / lstm under $FLINKAI_HOME/models/anomaly, built by
 --   flinkai model train-anomaly, or a folder),

@@ -824,10 +824,22 @@ def _learnt_grid(
 
 
 def _artime_bench(
-    margin: float, margins: str | None, probation: int | None, max_categories: int
+    margin: float,
+    margins: str | None,
+    probation: int | None,
+    max_categories: int,
+    probations: str | None = None,
 ) -> ArtimeBench | str:
     """The ``--artime-*`` flags parsed, or the error."""
     grid = None
+    lengths: list[int | None] | None = None
+    if probations:
+        parsed = _int_list(probations, "--artime-probations", 1)
+        if isinstance(parsed, str):
+            return parsed
+        lengths = list(parsed)
+        if not margins:
+            return "--artime-probations: give the margins too (--artime-margins)"
     if margins:
         try:
             grid = [float(x) for x in margins.split(",") if x.strip()]
@@ -836,7 +848,7 @@ def _artime_bench(
         if not grid:
             return "--artime-margins: expected at least one number"
     try:
-        return ArtimeBench(margin, probation, grid, max_categories)
+        return ArtimeBench(margin, probation, grid, max_categories, lengths)
     except DetectorInputError as e:
         return f"--artime-*: {e}"
 
@@ -888,7 +900,11 @@ def _handle(args: argparse.Namespace) -> int:
         print(learnt, file=sys.stderr)
         return 2
     artime = _artime_bench(
-        args.artime_margin, args.artime_margins, args.artime_probation, args.artime_max_categories
+        args.artime_margin,
+        args.artime_margins,
+        args.artime_probation,
+        args.artime_max_categories,
+        args.artime_probations,
     )
     if isinstance(artime, str):
         print(artime, file=sys.stderr)
@@ -1025,6 +1041,12 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="artime, artime_learnt: a fixed probation for every series, as a stream must "
         "(default: NAB's, 15%% of each file's length up to 750)",
+    )
+    parser.add_argument(
+        "--artime-probations",
+        metavar="N,N,...",
+        help="with --artime-margins: choose the probation too, jointly (fixed lengths, as a "
+        "stream must)",
     )
     parser.add_argument(
         "--artime-max-categories",

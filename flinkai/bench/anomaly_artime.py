@@ -11,7 +11,7 @@ Each key keeps ``--artime-max-categories`` categories (default
 0 keeps all, as ARTime does). ``--artime-probation N`` fixes the probation for both rows instead of NAB's
 per-file length, as a stream must (it knows no length). ``--artime-margins X,X,...``
 adds a joint leave-one-group-out over the learnt range's margin and each scorer's
-setting. Every ``--round-trip-every``-th point takes the state round trip (snapshot,
+setting, and with ``--artime-probations N,N,...`` over the probation too. Every ``--round-trip-every``-th point takes the state round trip (snapshot,
 pickle, unpickle, rebuild), timed as an operator step.
 """
 
@@ -47,6 +47,8 @@ __all__ = [
 ]
 
 ARTIME_DETECTORS = ("artime", "artime_learnt")
+#: The settings of :func:`artime_logo`'s joint choice.
+NAMES = ("probation", "margin")
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ class ArtimeBench:
         margin: ``artime_learnt``'s margin.
         probation: A fixed probation for both rows; ``None``: NAB's per file.
         margins: Margins of the leave-one-group-out choice; ``None``: not run.
+        probations: Probations of that choice (``None`` in it: NAB's per file);
+            ``None``: the rows' own only.
         max_categories: Categories kept per key (0: all, as ARTime does).
     """
 
@@ -64,18 +68,25 @@ class ArtimeBench:
     probation: int | None = None
     margins: Sequence[float] | None = None
     max_categories: int = DEFAULT_MAX_CATEGORIES
+    probations: Sequence[int | None] | None = None
 
     def __post_init__(self) -> None:
         # the detector's own checks, before the bench runs anything
-        for m in (self.margin, *(self.margins or ())):
-            ArtimeConfig(self.probation or 750, margin=m, max_categories=self.max_categories)
+        for p in (self.probation, *(self.probations or ())):
+            for m in (self.margin, *(self.margins or ())):
+                ArtimeConfig(p or 750, margin=m, max_categories=self.max_categories)
 
 
 def artime_config(
-    name: str, values: np.ndarray, bench: ArtimeBench, margin: float | None = None
+    name: str,
+    values: np.ndarray,
+    bench: ArtimeBench,
+    margin: float | None = None,
+    probation: int | None = None,
 ) -> ArtimeConfig:
-    """One file's config under row ``name``."""
-    probation = bench.probation or probationary_length(len(values))
+    """One file's config under row ``name`` (``margin``/``probation``: the bench's
+    unless given; a probation of ``None`` anywhere means NAB's for the file)."""
+    probation = probation or bench.probation or probationary_length(len(values))
     cap = bench.max_categories
     if name == "artime":
         return ArtimeConfig(probation, float(values.min()), float(values.max()), max_categories=cap)
@@ -115,29 +126,35 @@ def artime_logo(
     scorers: Sequence[str],
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Per scorer, LOGO over every (learnt range's margin, scorer setting); JSON-ready."""
+    """Per scorer, LOGO over every (probation, learnt range's margin, scorer setting);
+    JSON-ready (a probation of ``"nab"``: NAB's per file)."""
     say = progress or (lambda _line: None)
     keys = sorted(data)
+    probations = list(bench.probations or [bench.probation])
     natives: dict[tuple[Any, ...], list[np.ndarray]] = {}
-    for m in bench.margins or ():
-        t0 = time.perf_counter()
-        per_file = []
-        for k in keys:
-            det = ArtimeDetector(artime_config("artime_learnt", data[k].values, bench, m))
-            per_file.append(np.array([det.update(v) for v in data[k].values.tolist()]))
-        natives[(m,)] = per_file
-        say(f"  ARTime, learnt range, margin {m}: {time.perf_counter() - t0:.1f} s")
+    for p in probations:
+        for m in bench.margins or ():
+            t0 = time.perf_counter()
+            per_file = []
+            for k in keys:
+                config = artime_config("artime_learnt", data[k].values, bench, m, p)
+                det = ArtimeDetector(config)
+                per_file.append(np.array([det.update(v) for v in data[k].values.tolist()]))
+            natives[(p or "nab", m)] = per_file
+            say(f"  ARTime, learnt range, probation {p or 'nab'}, margin {m}: "
+                f"{time.perf_counter() - t0:.1f} s")  # fmt: skip
     return {
         "margins": list(bench.margins or ()),
-        "probation": bench.probation or "nab",
+        "probations": [p or "nab" for p in probations],
         "max_categories": bench.max_categories,
-        "scorers": joint_logo(data, natives, ("margin",), scorers),
+        "scorers": joint_logo(data, natives, NAMES, scorers),
     }
 
 
 def format_artime_logo(result: Mapping[str, Any]) -> list[str]:
     """Markdown lines of :func:`artime_logo`'s result."""
     title = (
-        f"ARTime with a learnt range (margins {result['margins']}, probation {result['probation']})"
+        f"ARTime with a learnt range (probations {result['probations']}, "
+        f"margins {result['margins']}, {result['max_categories']} categories)"
     )
-    return format_joint_logo(title, result["scorers"], ("margin",))
+    return format_joint_logo(title, result["scorers"], NAMES)

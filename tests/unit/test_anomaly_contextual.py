@@ -138,8 +138,16 @@ def test_operator_options() -> None:
     learnt = parse_options({**base, "model": "cad"})
     assert learnt.detector.value_min is None and learnt.detector.value_max is None
     assert learnt.detector.threshold is None
+    # a range with no model selects cad; with another model it is refused
+    chosen = parse_options({**base, "value_min": "0", "value_max": "1"})
+    assert (chosen.detector.model, chosen.detector.value_max) == ("cad", 1.0)
     with pytest.raises(ConfigError, match="model 'cad' only"):
-        parse_options({**base, "value_min": "0", "value_max": "1"})
+        parse_options({**base, "model": "zscore", "value_min": "0", "value_max": "1"})
+    with pytest.raises(ConfigError, match="both 'value_min' and 'value_max', or neither"):
+        parse_options({**base, "value_max": "1"})
+    with pytest.raises(ConfigError, match="model 'cad' only"):  # a model set in the Flink options
+        parse_options({**base, "value_min": "0", "value_max": "1"},
+                      {"flinkai.anomaly.model": "zscore"})  # fmt: skip
     with pytest.raises(ConfigError, match="value_min <= value_max"):
         parse_options({**base, "model": "cad", "value_min": "5", "value_max": "1"})
     with pytest.raises(ConfigError, match="must be finite"):

@@ -61,11 +61,15 @@ def test_rows_score_as_the_detector_with_round_trips() -> None:
 
 def test_margin_logo_picks_a_listed_margin_per_fold() -> None:
     logo = artime_logo(_data(), ArtimeBench(margins=[0.0, 1.0]), ["raw"])
-    assert logo["margins"] == [0.0, 1.0] and logo["probation"] == "nab"
+    assert logo["margins"] == [0.0, 1.0] and logo["probations"] == ["nab"]
     folds = logo["scorers"]["raw"]["folds"]
     assert {f["held_out"] for f in folds} == {"A", "B", "C"}
     assert all(f["setting"]["margin"] in (0.0, 1.0) for f in folds)
+    assert all(f["setting"]["probation"] == "nab" for f in folds)
     assert "ARTime with a learnt range" in format_artime_logo(logo)[0]
+    joint = artime_logo(_data(), ArtimeBench(margins=[1.0], probations=[150, 300]), ["raw"])
+    assert len(joint["scorers"]["raw"]["settings"]) == 2
+    assert {f["setting"]["probation"] for f in joint["scorers"]["raw"]["folds"]} <= {150, 300}
 
 
 def test_bad_artime_flags_are_refused() -> None:
@@ -75,3 +79,8 @@ def test_bad_artime_flags_are_refused() -> None:
     assert "probation must be >= 16" in str(_artime_bench(1.0, None, 10, 200))
     assert "max_categories" in str(_artime_bench(1.0, None, None, 1))
     assert _artime_bench(0.5, "0,1", 300, 0) == ArtimeBench(0.5, 300, [0.0, 1.0], 0)
+    assert "give the margins" in str(_artime_bench(1.0, None, None, 200, "300"))
+    assert "probation must be >= 16" in str(_artime_bench(1.0, "1", None, 200, "300,10"))
+    assert _artime_bench(1.0, "1", None, 200, "300,750") == ArtimeBench(
+        1.0, None, [1.0], 200, [300, 750]
+    )
