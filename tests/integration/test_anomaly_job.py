@@ -127,7 +127,8 @@ def test_model_cad_scores_as_the_flink_free_detector(
     kafka_broker: LocalKafka, known_range: bool
 ) -> None:
     # The same script, switched to CAD OSE by its placeholders: with a known range (its
-    # low end by a Flink option, the other way to set it), or with none (learnt per key).
+    # low end by a Flink option, the other way to set it) and no model, which makes
+    # the operator choose cad, or with model cad and no range (learnt per key).
     base = load_config(env={})
     conf = dict(base.runtime.flink_conf)
     if known_range:
@@ -149,7 +150,7 @@ def test_model_cad_scores_as_the_flink_free_detector(
             variables={"KAFKA_BOOTSTRAP": bootstrap, "POINTS_TOPIC": source,
                        "ANOMALY_TOPIC": out, "DLQ_TOPIC": dlq,
                        "SCAN_BOUNDED_MODE": "latest-offset", "GROUP_ID": f"cad-{run_id}",
-                       "ANOMALY_MODEL": "cad",
+                       "ANOMALY_MODEL": "" if known_range else "cad",
                        "ANOMALY_VALUE_MAX": "20" if known_range else ""},
             timeout_s=240,
         ),
