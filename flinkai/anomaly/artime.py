@@ -153,10 +153,6 @@ class ArtimeConfig:
             )
 
     @property
-    def known_range(self) -> bool:
-        return self.value_min is not None
-
-    @property
     def step(self) -> int:
         """Values per downsampled sample."""
         return max(1, _even(self.probation) // (FEATURE_WINDOW * WINDOWS_PER_PROBATION))
@@ -269,8 +265,8 @@ class ArtimeDetector:
     """One series' ARTime state; :meth:`update` scores each value in order.
 
     The state is plain data (:meth:`snapshot`): the network's weights (one row of
-    32 floats per category; categories are never dropped, so it grows with the
-    series' variety), the held probation and a few counters.
+    32 floats per category, at most ``max_categories`` rows), the held probation and
+    a few counters.
     """
 
     def __init__(self, config: ArtimeConfig) -> None:

@@ -87,8 +87,7 @@ class DualVigilanceArt:
             energy = (common[:, last] + common[:, comp]) / (w[:, last] + w[:, comp])
         energy = np.nan_to_num(energy, nan=0.0)
         match = feature * feature * feature * (energy * energy)
-        order = np.argsort(-match, kind="stable")
-        best = int(order[0])
+        best = int(np.argmax(match))  # the first of equal matches, as a stable sort
         self.last_best[best] = self.inputs
         top, top_energy = (float(match[best]), float(energy[best]))
         if top <= 0.0:

@@ -121,6 +121,7 @@ from flinkai.bench.anomaly_artime import (
     run_artime,
 )
 from flinkai.bench.anomaly_cad_learnt import format_learnt_logo, learnt_logo
+from flinkai.bench.anomaly_rounds import score_with_round_trips
 from flinkai.bench.anomaly_variants import (
     INPUTS,
     format_joint_logo,
@@ -255,19 +256,15 @@ def _series_detector(
     return ProbationRangeCad(probation, nab_rest_period(probation), cap)
 
 
-def _round_trip(
+def _restorer(
     det: CadDetector | ProbationRangeCad,
-) -> tuple[CadDetector | ProbationRangeCad, int]:
-    """The detector rebuilt from its pickled snapshot, as the operator would per point,
-    and the snapshot's pickled size."""
-    blob = pickle.dumps(det.snapshot())
-    state = pickle.loads(blob)
+) -> Callable[[Mapping[str, Any]], CadDetector | ProbationRangeCad]:
+    """Rebuilds ``det``'s kind, with its settings, from an unpickled snapshot."""
     if isinstance(det, CadDetector):
-        return CadDetector.from_snapshot(state, det.config), len(blob)
-    restored = ProbationRangeCad.from_snapshot(
-        state, det.probation, det.rest_period, det.max_contexts
-    )
-    return restored, len(blob)
+        config = det.config
+        return lambda state: CadDetector.from_snapshot(state, config)
+    probation, rest, cap = det.probation, det.rest_period, det.max_contexts
+    return lambda state: ProbationRangeCad.from_snapshot(state, probation, rest, cap)
 
 
 def _run_series_detector(
@@ -275,21 +272,7 @@ def _run_series_detector(
 ) -> DetectorRun:
     for key, s in data.items():
         det = _series_detector(run.name, s, max_contexts)
-        out = np.zeros(len(s.values))
-        for i, v in enumerate(s.values.tolist()):
-            t0 = time.perf_counter()
-            if i % _ROUND_TRIP_EVERY == 0:
-                det, size = _round_trip(det)
-                out[i] = det.update(v)
-                run.operator_ms.append((time.perf_counter() - t0) * 1000)
-                # a capped store's size moves between its low-water mark and the cap
-                run.state_bytes = max(run.state_bytes or 0, size)
-            else:
-                out[i] = det.update(v)
-                run.step_ms.append((time.perf_counter() - t0) * 1000)
-        run.state_bytes = max(run.state_bytes or 0, len(pickle.dumps(det.snapshot())))
-        run.scores[key] = out
-        run.native[key] = out.copy()
+        score_with_round_trips(run, key, s.values, det, _restorer(det), _ROUND_TRIP_EVERY)
     return run
 
 

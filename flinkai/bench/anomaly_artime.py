@@ -17,10 +17,10 @@ pickle, unpickle, rebuild), timed as an operator step.
 
 from __future__ import annotations
 
-import pickle
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +32,7 @@ from flinkai.anomaly.artime import (
     ArtimeDetector,
 )
 from flinkai.anomaly.nab import NabSeries, probationary_length
+from flinkai.bench.anomaly_rounds import score_with_round_trips
 from flinkai.bench.anomaly_variants import format_joint_logo, joint_logo
 
 if TYPE_CHECKING:
@@ -101,21 +102,8 @@ def run_artime(
     """Score every series with row ``run.name``; see the module docstring."""
     for key, s in data.items():
         config = artime_config(run.name, s.values, bench)
-        det = ArtimeDetector(config)
-        out = np.zeros(len(s.values))
-        for i, v in enumerate(s.values.tolist()):
-            t0 = time.perf_counter()
-            if i % every == 0:
-                blob = pickle.dumps(det.snapshot())
-                det = ArtimeDetector.from_snapshot(pickle.loads(blob), config)
-                run.state_bytes = max(run.state_bytes or 0, len(blob))
-            out[i] = det.update(v)
-            (run.operator_ms if i % every == 0 else run.step_ms).append(
-                (time.perf_counter() - t0) * 1000
-            )
-        run.state_bytes = max(run.state_bytes or 0, len(pickle.dumps(det.snapshot())))
-        run.scores[key] = out
-        run.native[key] = out.copy()
+        restore = partial(ArtimeDetector.from_snapshot, config=config)
+        det = score_with_round_trips(run, key, s.values, ArtimeDetector(config), restore, every)
         run.categories[key] = det.categories
     return run
 
