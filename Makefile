@@ -3,8 +3,8 @@
 PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.flinkai-installed
-EXTRAS ?= torch,triton,bench,rag,risk,dev
+STAMP  := $(VENV)/.flinkai-installed-2
+EXTRAS ?= torch,triton,rag,risk,dev
 
 .PHONY: demo test setup install jars model lint typecheck bench clean-cache deploy-check
 
@@ -18,11 +18,11 @@ setup: install jars model
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml benchmarks/pyproject.toml constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip==26.3"
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[$(EXTRAS)]" -e ./benchmarks
 	$(BIN)/python -m pip check
 	touch $@
 
@@ -34,8 +34,8 @@ model: install  ## Export all-MiniLM-L6-v2 and SmolLM2-135M-Instruct to ONNX (to
 	$(BIN)/flinkai model export-llm
 
 lint:
-	$(BIN)/ruff check flinkai tests benchmarks
-	$(BIN)/ruff format --check flinkai tests benchmarks
+	$(BIN)/ruff check flinkai tests benchmarks conftest.py
+	$(BIN)/ruff format --check flinkai tests benchmarks conftest.py
 
 typecheck:
 	$(BIN)/mypy

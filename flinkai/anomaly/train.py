@@ -12,7 +12,7 @@ last part of each probationary part is held out: its targets are not trained on
 (the model is causal, so the training rows' forecasts never see them), their loss
 is the validation loss, and the weights of the epoch with the lowest validation
 loss are kept (early stopping after ``patience`` epochs without a new best). Model
-settings are chosen by that loss (:mod:`flinkai.anomaly.search`), never by a NAB
+settings are chosen by that loss (:mod:`flinkai_bench.research.anomaly.search`), never by a NAB
 score. After export, the ONNX
 step is run over a probationary sequence and compared with the torch full-window
 forward; a mismatch above ``tolerance`` fails the command.
@@ -97,7 +97,7 @@ class TrainOptions:
 _SELECTED = TrainOptions(epochs=200, lr=1e-2, threads=1, val_fraction=0.2, patience=20)
 
 #: Each variant's default settings for ``flinkai model train-anomaly``: the ones
-#: :mod:`flinkai.anomaly.search` chose by validation loss (docs/anomaly.md has the
+#: :mod:`flinkai_bench.research.anomaly.search` chose by validation loss (docs/anomaly.md has the
 #: table). One thread, as in the search, so the defaults rebuild its models exactly.
 DEFAULTS: dict[ModelKind, tuple[ModelSpec, TrainOptions]] = {
     "hybrid": (ModelSpec(kind="hybrid", hidden=64, gate=True), _SELECTED),

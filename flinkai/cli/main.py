@@ -83,7 +83,11 @@ def configure_logging(*, verbose: bool = False) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if getattr(args, "takes_rest", False):
+        args.bench_argv = rest  # `flinkai bench ...` hands its arguments to the bench package
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     configure_logging(verbose=args.verbose)
     try:
         code: int = args.handler(args)

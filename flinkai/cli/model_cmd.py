@@ -275,9 +275,9 @@ def _train_anomaly(args: argparse.Namespace) -> int:
     from flinkai.anomaly.errors import AnomalyError
     from flinkai.anomaly.spec import ModelKind, anomaly_models_dir
     from flinkai.anomaly.train import train_model
-    from flinkai.bench.anomaly import default_data_dir
+    from flinkai.datasets import datasets_dir
 
-    data = Path(args.data) if args.data else default_data_dir()
+    data = Path(args.data) if args.data else datasets_dir() / "nab"
     parent = Path(args.out).expanduser().resolve() if args.out else anomaly_models_dir()
     kinds: tuple[ModelKind, ...] = ("hybrid", "lstm") if args.kind == "both" else (args.kind,)
     for kind in kinds:

@@ -2,9 +2,9 @@
 
 * :class:`JSDDriftDetector` (:mod:`flinkai.drift.detector`): Jensen-Shannon
   divergence of distance histograms, z-scored against recent periods.
-* :mod:`flinkai.drift.baselines`: a fixed-window variant and river's ADWIN and
+* :mod:`flinkai_bench.research.drift.baselines`: a fixed-window variant and river's ADWIN and
   Page-Hinkley (``bench`` extra) behind one interface, for comparison.
-* :mod:`flinkai.drift.streams`: topic-shift streams with known change points.
+* :mod:`flinkai_bench.research.drift.streams`: topic-shift streams with known change points.
 """
 
 from flinkai.drift.detector import (

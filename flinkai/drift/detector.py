@@ -20,7 +20,7 @@ The core method, per key and driven by event time:
 That recipe, taken literally, fired about 3.5 false alarms per 30-minute
 stationary stream. The literal version compares one 30 s period with the previous
 one and z-scores the raw JSD against 5 values; ``plain_config`` in
-``flinkai.drift.baselines`` reproduces it. Each refinement below was measured on
+``flinkai_bench.research.drift.baselines`` reproduces it. Each refinement below was measured on
 the AG News topic-shift streams (``flinkai bench drift``; ``benchmarks/README.md``).
 
 * **The JSD's noise depends on the sample size.** Take two histograms of ``n``

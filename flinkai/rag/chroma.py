@@ -260,7 +260,7 @@ class ChromaIndex(VectorIndex):
     def stored_chunks(self) -> Iterator[tuple[Chunk, int]]:
         """Every stored chunk with its vector as Chroma holds it, and its version.
 
-        For exact baselines (:func:`flinkai.rag.recall.exact_copy`); paged, so a
+        For exact baselines (:func:`flinkai_bench.research.recall.exact_copy`); paged, so a
         large collection is not read in one response.
         """
         offset = 0

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from flinkai import gpu_metrics, metrics
-from flinkai.autoscaling import render
 from flinkai.config import load_config
 from flinkai.kafka.admin import produce
 from flinkai.kafka.broker import LocalKafka
 from flinkai.local.errors import ServiceError
 from flinkai.local.process import free_port, spawn, stop_group, tcp_open, wait_until
 from flinkai.local.prometheus import LocalPrometheus, ScrapeTarget
+from flinkai_bench.autoscaling import render
 
 from .streaming import POISON, StreamingJob, make_events
 

@@ -26,8 +26,8 @@ from flinkai.llm.cache import KvCache
 from flinkai.llm.decoder import DecoderOptions, OnnxDecoder
 from flinkai.llm.errors import LlmArtifactError
 from flinkai.llm.generate import greedy
-from flinkai.llm.prompts import chat_prompts
 from flinkai.llm.tokenizer import LlmTokenizer
+from flinkai_bench.research.llm_prompts import chat_prompts
 
 # One reference model load plus 5 x 32 tokens on both sides; the timeout is generous
 # because a shared 2-core machine can be many times slower than an idle one.

@@ -11,12 +11,12 @@ import dataclasses
 import json
 import time
 
-from flinkai.bench.rag_microbatch import MicroBatchReindexer
 from flinkai.config import load_config
 from flinkai.kafka.admin import create_topics
 from flinkai.kafka.broker import LocalKafka
 from flinkai.rag.chroma import ChromaIndex
 from flinkai.rag.server import ChromaServer
+from flinkai_bench.rag_microbatch import MicroBatchReindexer
 
 
 def _doc(doc_id: str, text: str, version: int) -> bytes:

@@ -13,9 +13,9 @@ from flinkai.anomaly.baselines import ZScore
 from flinkai.anomaly.detector import DetectorConfig, PointRejected
 from flinkai.anomaly.features import STREAM_NUMENTA, ScorerConfig
 from flinkai.anomaly.keyed import new_detector, open_model, restore_detector
-from flinkai.anomaly.scorers import DEFAULTS, apply_scorer
 from flinkai.anomaly.statistical import ZScoreModel, ZScoreSeriesDetector
 from flinkai.operators.anomaly import parse_options, process_point
+from flinkai_bench.research.anomaly.scorers import DEFAULTS, apply_scorer
 
 START_MS = 1764576000000
 STEP_MS = 300_000

@@ -13,14 +13,6 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from flinkai.drift.baselines import (
-    JSDWindowDetector,
-    RiverDetector,
-    RiverParams,
-    RunningCentroidDistance,
-    fixed_window_config,
-    plain_config,
-)
 from flinkai.drift.detector import (
     DriftConfig,
     DriftEvent,
@@ -31,6 +23,14 @@ from flinkai.drift.detector import (
     mean_shift_significance,
 )
 from flinkai.errors import ConfigError
+from flinkai_bench.research.drift.baselines import (
+    JSDWindowDetector,
+    RiverDetector,
+    RiverParams,
+    RunningCentroidDistance,
+    fixed_window_config,
+    plain_config,
+)
 
 DIM = 384
 

@@ -22,8 +22,8 @@ import uuid
 from dataclasses import asdict
 from pathlib import Path
 
-import flinkai.state.bench as sb
 import flinkai.state.kafka as new_mod
+import flinkai_bench.research.state_workload as sb
 from flinkai.kafka.broker import LocalKafka
 from flinkai.local.process import free_port
 from flinkai.state import CodecConfig

@@ -17,9 +17,9 @@ import json
 import os
 import time
 
-from flinkai.bench.kvcache_cold import cold_config, fill_topic
 from flinkai.llm.cache import ModelShape
 from flinkai.state import KafkaSnapshotStore
+from flinkai_bench.kvcache_cold import cold_config, fill_topic
 
 SHAPE = ModelShape(30, 3, 64, "float32", 49152)
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from flinkai.state import CodecConfig, KafkaSnapshotStore, KafkaStoreConfig, SnapshotKey
 from flinkai.state.base import prefix_hash
-from flinkai.state.bench import kv_like
+from flinkai_bench.research.state_workload import kv_like
 
 bootstrap, rounds = sys.argv[1], int(sys.argv[2])
 tensors = [

@@ -11,7 +11,7 @@ from flinkai.kafka.broker import LocalKafka
 from flinkai.local.process import free_port
 
 trees = {"before": "/tmp/i23s2/old", "after": "/work/main"}
-code = "import json,sys; from flinkai.bench.kvcache_raw import measure_raw_ceiling; print(json.dumps(measure_raw_ceiling(sys.argv[1], runs=1)))"
+code = "import json,sys; from flinkai_bench.kvcache_raw import measure_raw_ceiling; print(json.dumps(measure_raw_ceiling(sys.argv[1], runs=1)))"
 out = {"runs": [], "load_start": os.getloadavg()}
 with (
     tempfile.TemporaryDirectory() as work,

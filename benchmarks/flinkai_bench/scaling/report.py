@@ -1,0 +1,114 @@
+"""The scaling run as JSON and as a picture: backlog, TaskManagers, throughput, signal."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from flinkai_bench.autoscaling.timeline import TimelineFigures, rate_series
+from flinkai_bench.scaling.harness import ScalingRun
+
+__all__ = ["draw_timeline", "payload", "write_json"]
+
+#: Trailing window of the throughput curve; offsets move on 5 s checkpoints.
+RATE_WINDOW_S = 10.0
+
+
+def payload(run: ScalingRun, figures: TimelineFigures, machine: dict[str, Any]) -> dict[str, Any]:
+    """Everything the run measured, JSON-ready (the timeline included, for re-plotting)."""
+    return {
+        "benchmark": "scaling",
+        "machine": machine,
+        "settings": run.settings,
+        "target_batches_per_replica": run.target,
+        "batch_size": run.batch_size,
+        "stop_mode": run.stop_mode,
+        "figures": asdict(figures),
+        "exactly_once": {
+            "ok": run.exactly_once_ok,
+            "report": run.exactly_once,
+            "sent": len(run.expected_ids),
+            "read": len(run.output_ids),
+            "dead_letters": run.dead_letters,
+        },
+        "events": [asdict(e) | {"kind": e.kind} for e in run.events],
+        "samples": [asdict(s) for s in run.samples],
+        "load_rates": [{"t": t, "drain_rate": r} for t, r in run.load_rates],
+        "offset_read_errors": run.offset_read_errors,
+        "check_s": run.check_s,
+        "replaced_taskmanagers": run.replaced,
+        "error": run.error,
+    }
+
+
+def write_json(data: dict[str, Any], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def draw_timeline(run: ScalingRun, path: Path) -> Path:
+    """Four stacked panels over time, scale decisions as vertical lines."""
+    import matplotlib
+
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # font search at -v
+    matplotlib.use("Agg")  # files only; no display on a server
+    import matplotlib.pyplot as plt
+
+    s = run.samples
+    t = [x.t for x in s]
+    fig, axes = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
+    backlog, tms, rate, signal = axes
+    backlog.plot(t, [x.pending if x.pending is not None else float("nan") for x in s], "-")
+    backlog.set_ylabel("backlog\n(pendingRecords)")
+    tms.step(t, [x.replicas for x in s], where="post", label="replicas (HPA)")
+    tms.step(t, [x.registered for x in s], where="post", label="registered")
+    tms.step(
+        t,
+        [x.parallelism if x.running and x.parallelism else 0 for x in s],
+        where="post",
+        label="parallelism RUNNING (REST)",
+    )
+    tms.set_ylabel("TaskManagers")
+    tms.legend(loc="upper left", fontsize=8)
+    series = rate_series(s, RATE_WINDOW_S)
+    rate.plot([p[0] for p in series], [p[1] for p in series], "-", label="committed")
+    followed = [(t, r) for t, r in run.load_rates if r is not None]
+    if followed:
+        rate.plot(
+            [p[0] for p in followed],
+            [p[1] for p in followed],
+            "--",
+            label="drain rate the load follows",
+        )
+    rate.legend(loc="upper left", fontsize=8)
+    rate.set_ylabel(f"committed input\nrecords/s ({RATE_WINDOW_S:.0f} s)")
+    signal.plot(
+        t,
+        [x.signal / x.replicas if x.signal is not None else float("nan") for x in s],
+        "-",
+        label="backlog batches per replica",
+    )
+    signal.axhline(run.target, color="red", linestyle="--", label=f"target {run.target:g}")
+    signal.set_ylabel("HPA signal")
+    signal.set_yscale("symlog", linthresh=run.target)
+    signal.legend(loc="upper right", fontsize=8)
+    signal.set_xlabel("seconds")
+    for ax in axes:
+        for e in run.events:
+            ax.axvline(e.t, color="green" if e.kind == "up" else "orange", alpha=0.6)
+        if run.load_stopped_t is not None:
+            ax.axvline(run.load_stopped_t, color="grey", linestyle=":")
+    fig.suptitle(
+        "embed job, reactive mode: HPA-decided TaskManagers "
+        "(green: scale-up, orange: scale-down, dotted: load stopped)",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
