@@ -28,4 +28,6 @@ BENCHMARKS: tuple[str, ...] = (
     "flinkai_bench.llm",
     "flinkai_bench.agents",
     "flinkai_bench.suite",
+    "flinkai_bench.identity",
+    "flinkai_bench.report",
 )
