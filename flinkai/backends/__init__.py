@@ -3,7 +3,8 @@
 :mod:`.base` is the contract (``infer_batch`` returns the outputs with the model
 version), one module per backend (:mod:`.onnx`, :mod:`.triton`,
 :mod:`.sentence_transformers`, :mod:`.scoring`), :mod:`.hotswap` follows a registry's
-current version, :mod:`.factory` builds the backend a config names, :mod:`.shared`
+current version, :mod:`.catalog` builds a plain backend by name, :mod:`.factory`
+builds the backend a config names (hot-swapping with a registry), :mod:`.shared`
 keeps one loaded backend per worker process.
 """
 

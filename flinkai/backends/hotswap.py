@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flinkai.backends.base import BatchResult, EmbeddingBackend
+from flinkai.backends.catalog import create_plain_backend
 from flinkai.backends.errors import BackendError
 from flinkai.config import Config
 from flinkai.models.control import ControlSubscription, ControlTopic, subscribe
@@ -434,16 +435,12 @@ def artifact_dir_factory(config: Config) -> BackendFactory:
     """
 
     def build(published: PublishedModel) -> EmbeddingBackend:
-        from flinkai.backends.factory import create_embedding_backend
-
-        # The model section points at the version's folder; the registry is off, so
-        # this builds the plain backend of the version, not another hot-swapping one.
+        # The model section points at the version's folder; a plain backend, never
+        # another hot-swapping one (create_plain_backend ignores the registry section).
         version_config = dataclasses.replace(
-            config,
-            model=dataclasses.replace(config.model, dir=str(published.path)),
-            registry=dataclasses.replace(config.registry, enabled=False),
+            config, model=dataclasses.replace(config.model, dir=str(published.path))
         )
-        return create_embedding_backend(version_config)
+        return create_plain_backend(version_config)
 
     return build
 
