@@ -17,8 +17,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 __all__ = ["LlmBenchRow", "register", "run_llm_bench"]
 
 DEFAULT_LENGTHS = (128, 512, 1024, 2048)
@@ -61,6 +59,7 @@ def run_llm_bench(
 ) -> dict[str, Any]:
     """Measure ORT (and torch) prefill per length and ORT decode per token."""
     from flinkai.llm.decoder import DecoderOptions, OnnxDecoder
+    from flinkai.llm.generate import decode_greedy
     from flinkai.llm.tokenizer import LlmTokenizer
 
     threads = threads or (os.cpu_count() or 1)
@@ -87,15 +86,10 @@ def run_llm_bench(
     rows: list[LlmBenchRow] = []
     for length in lengths:
         ids = _prompt_ids(tokenizer, length)
-        t0 = time.perf_counter()
-        logits, cache = decoder.forward(ids)
-        prefill_ms = (time.perf_counter() - t0) * 1000
-        token = int(np.argmax(logits))
-        t0 = time.perf_counter()
-        for _ in range(decode_tokens):
-            logits, cache = decoder.forward([token], cache)
-            token = int(np.argmax(logits))
-        decode_ms = (time.perf_counter() - t0) * 1000 / decode_tokens
+        # No stop ids: every length decodes the same number of steps.
+        done = decode_greedy(decoder, ids, decode_tokens + 1, ())
+        prefill_ms = done.prefill_ms
+        decode_ms = done.decode_ms / decode_tokens
         torch_ms: float | None = None
         if model is not None:
             with torch.no_grad():

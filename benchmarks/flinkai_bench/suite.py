@@ -35,7 +35,7 @@ def _planner_rows(_size: int | None) -> list[dict[str, Any]]:
             "tp": run["tp"],
             "compression": run["compression"],
         }
-        formula = kv_cache_bytes(run["seq_len"], shape.hidden, shape.layers, **common)
+        formula = kv_cache_bytes(run["seq_len"], shape.hidden, shape.n_layers, **common)
         true = kv_cache_bytes_gqa(shape, run["seq_len"], **common)
         rows.append(
             {

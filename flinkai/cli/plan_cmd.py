@@ -82,13 +82,13 @@ def _error(planned: float, measured: float) -> str:
 def _kv_cache(args: argparse.Namespace) -> int:
     shape = SHAPES[args.model]
     print(
-        f"{shape.name}: {shape.layers} layers, hidden {shape.hidden}, {shape.heads} heads, "
-        f"{shape.kv_heads} KV heads x head_dim {shape.head_dim} = KV width {shape.kv_width}"
+        f"{shape.name}: {shape.n_layers} layers, hidden {shape.hidden}, {shape.n_heads} heads, "
+        f"{shape.n_kv_heads} KV heads x head_dim {shape.head_dim} = KV width {shape.kv_width}"
     )
-    if shape.kv_heads < shape.heads:
+    if shape.n_kv_heads < shape.n_heads:
         print(
             f"grouped-query attention: the formula uses hidden ({shape.hidden}); the cache "
-            f"holds {shape.kv_heads} x {shape.head_dim} = {shape.kv_width} per token per "
+            f"holds {shape.n_kv_heads} x {shape.head_dim} = {shape.kv_width} per token per "
             f"layer, so the formula overstates it {shape.formula_overstatement:.1f}x"
         )
     print("\nL9(3^4): compression x TP x precision x seq_len (4th column), batch", args.batch)
@@ -103,16 +103,16 @@ def _kv_cache(args: argparse.Namespace) -> int:
         bits = PRECISION_BITS[run["precision"]]
         common = {"bits": bits, "tp": run["tp"], "compression": run["compression"]}
         formula = kv_cache_bytes(
-            run["seq_len"], shape.hidden, shape.layers, batch=args.batch, **common
+            run["seq_len"], shape.hidden, shape.n_layers, batch=args.batch, **common
         )
         true = kv_cache_bytes_gqa(shape, run["seq_len"], batch=args.batch, **common)
-        per_device = kv_heads_per_device(shape.kv_heads, run["tp"])
+        per_device = kv_heads_per_device(shape.n_kv_heads, run["tp"])
         note = ""
-        if shape.kv_heads % run["tp"] and run["tp"] % shape.kv_heads:
-            note = f"{shape.kv_heads} KV heads do not split over TP {run['tp']}: {per_device}"
+        if shape.n_kv_heads % run["tp"] and run["tp"] % shape.n_kv_heads:
+            note = f"{shape.n_kv_heads} KV heads do not split over TP {run['tp']}: {per_device}"
             note += " on the busiest device"
-        elif run["tp"] > shape.kv_heads:
-            note = f"TP {run['tp']} > {shape.kv_heads} KV heads: heads replicated"
+        elif run["tp"] > shape.n_kv_heads:
+            note = f"TP {run['tp']} > {shape.n_kv_heads} KV heads: heads replicated"
         rows.append({**run, "formula_bytes": formula, "gqa_bytes": true, "note": note})
         print(
             f"{i:>3} {run['compression']:>5g} {run['tp']:>3} {run['precision']:>5} "
@@ -135,7 +135,7 @@ def _kv_checks(shape: ModelShape, seq_len: int) -> dict[str, Any]:
     print("\nchecks against real tensors (fp32):")
     texts = _texts()
     bert = measure_bert_kv(texts)
-    planned = kv_cache_bytes(bert.seq_len, MINILM_L6.hidden, MINILM_L6.layers, bits=32)
+    planned = kv_cache_bytes(bert.seq_len, MINILM_L6.hidden, MINILM_L6.n_layers, bits=32)
     planned *= bert.batch
     print(
         f"  {bert.model} K/V projections, {bert.batch} texts padded to {bert.seq_len} "
@@ -143,7 +143,7 @@ def _kv_checks(shape: ModelShape, seq_len: int) -> dict[str, Any]:
         f"{_error(planned, bert.bytes)}"
     )
     gqa = measure_gqa_kv(shape, seq_len)
-    formula = kv_cache_bytes(seq_len, shape.hidden, shape.layers, bits=32)
+    formula = kv_cache_bytes(seq_len, shape.hidden, shape.n_layers, bits=32)
     corrected = kv_cache_bytes_gqa(shape, seq_len, bits=32)
     print(
         f"  {shape.name}-shaped decoder cache after a {seq_len}-token prefill: measured "
@@ -170,7 +170,7 @@ def _onnx_decoder_check(texts: list[str], shape: ModelShape, seq_len: int) -> di
     except LlmArtifactError as e:
         print(f"  exported ONNX decoder: not checked ({e})")
         return {"skipped": str(e)}
-    formula = kv_cache_bytes(real.seq_len, shape.hidden, shape.layers, bits=32)
+    formula = kv_cache_bytes(real.seq_len, shape.hidden, shape.n_layers, bits=32)
     corrected = kv_cache_bytes_gqa(shape, real.seq_len, bits=32)
     print(
         f"  {real.model} ONNX decoder (flinkai model export-llm) after a {real.seq_len}-token "

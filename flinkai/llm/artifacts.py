@@ -131,6 +131,7 @@ class LlmManifest:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data."""
         data = asdict(self)
+        data["shape"] = self.shape.cache_fields()
         data["eos_token_ids"] = list(self.eos_token_ids)
         data["inputs"] = list(self.inputs)
         data["outputs"] = list(self.outputs)

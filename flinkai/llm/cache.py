@@ -15,26 +15,70 @@ import numpy as np
 
 from flinkai.llm.errors import CacheShapeError
 
-__all__ = ["TOKEN_AXIS", "KvCache", "ModelShape"]
+__all__ = ["CACHE_FIELDS", "TOKEN_AXIS", "KvCache", "ModelShape"]
 
 #: The axis of a cache tensor that counts tokens.
 TOKEN_AXIS = 2
 
 
+#: The fields a cache depends on; ``manifest.json`` stores these and no others.
+CACHE_FIELDS = ("n_layers", "n_kv_heads", "head_dim", "dtype", "vocab_size")
+
+
 @dataclass(frozen=True)
 class ModelShape:
-    """What a decoder's cache looks like: layers, KV heads, head size, dtype, vocab."""
+    """A decoder's attention shape: what its KV cache looks like, and what plans size.
+
+    The decoder runtime needs the first five fields; ``flinkai.plan`` also needs the
+    model width and its query heads (0 when not known), to show what the
+    ``hidden``-based sizing formula gets wrong under grouped-query attention.
+
+    Attributes:
+        n_layers: Decoder layers.
+        n_kv_heads: Key/value heads (fewer than ``n_heads`` under GQA).
+        head_dim: Size of one head.
+        dtype: Element type of the cache.
+        vocab_size: Vocabulary size (0 when not known).
+        name: A display name (plans print it).
+        hidden: Model width (0 when not known).
+        n_heads: Query heads (0 when not known).
+    """
 
     n_layers: int
     n_kv_heads: int
     head_dim: int
     dtype: str = "float32"
     vocab_size: int = 0
+    name: str = ""
+    hidden: int = 0
+    n_heads: int = 0
 
     def __post_init__(self) -> None:
         if min(self.n_layers, self.n_kv_heads, self.head_dim) <= 0:
             raise CacheShapeError(f"model shape needs positive sizes, got {self}")
+        if min(self.vocab_size, self.hidden, self.n_heads) < 0:
+            raise CacheShapeError(f"model shape sizes cannot be negative, got {self}")
         np.dtype(self.dtype)  # fails early on an unknown dtype name
+
+    def cache_fields(self) -> dict[str, int | str]:
+        """The fields the cache depends on (:data:`CACHE_FIELDS`), as ``manifest.json`` holds them."""
+        return {name: getattr(self, name) for name in CACHE_FIELDS}
+
+    @property
+    def kv_width(self) -> int:
+        """Cached elements per token per layer, for K (and again for V)."""
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def formula_overstatement(self) -> float:
+        """How many times the ``hidden``-based formula overstates the true cache.
+
+        Raises:
+            CacheShapeError: ``hidden`` is not known.
+        """
+        if self.hidden <= 0:
+            raise CacheShapeError(f"{self.name or 'this model'}: hidden size not known")
+        return self.hidden / self.kv_width
 
     @property
     def kv_bytes_per_token(self) -> int:

@@ -1,15 +1,18 @@
 """Greedy decoding on :class:`~flinkai.llm.decoder.OnnxDecoder`, with prefix reuse.
 
-``greedy`` takes a cache that already covers a prefix of the prompt (restored from a
-snapshot store, say) and prefills only the rest, then decodes one token per forward
-until a stop id or the token budget. Stop ids and the default budget come from the
-model's manifest, i.e. from its own generation config.
+``decode_greedy`` is the one greedy loop of the package: it takes a cache that
+already covers a prefix of the prompt (restored from a snapshot store, say),
+prefills only the rest, then decodes one token per forward until a stop id or the
+token budget. ``greedy`` is the same loop with the stop ids and the default budget
+taken from the model's manifest, i.e. from its own generation config.
+:class:`~flinkai.llm.prefix.PrefixCache` decodes through ``decode_greedy`` too, so a
+cached and an uncached run compare token for token.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -19,18 +22,22 @@ from flinkai.llm.artifacts import LlmManifest
 from flinkai.llm.cache import KvCache
 from flinkai.llm.errors import LlmError
 
-__all__ = ["Completion", "Decoder", "Detokenizer", "greedy"]
+__all__ = ["Completion", "Decoder", "Detokenizer", "Forward", "decode_greedy", "greedy"]
 
 
-class Decoder(Protocol):
-    """What :func:`greedy` needs of a decoder (``OnnxDecoder`` or a test double)."""
-
-    @property
-    def manifest(self) -> LlmManifest: ...
+class Forward(Protocol):
+    """What :func:`decode_greedy` needs of a decoder: one forward pass on a cache."""
 
     def forward(
         self, token_ids: Sequence[int], past: KvCache | None = None
     ) -> tuple[np.ndarray, KvCache]: ...
+
+
+class Decoder(Forward, Protocol):
+    """What :func:`greedy` needs of a decoder (``OnnxDecoder`` or a test double)."""
+
+    @property
+    def manifest(self) -> LlmManifest: ...
 
 
 class Detokenizer(Protocol):
@@ -81,27 +88,59 @@ def greedy(
     *,
     tokenizer: Detokenizer | None = None,
 ) -> Completion:
-    """Decode greedily (argmax, first index on ties) after ``prompt_ids``.
+    """Decode greedily after ``prompt_ids``, with the manifest's budget and stop ids.
 
     Args:
         decoder: The decoder.
         prompt_ids: The whole prompt, chat template applied.
         max_new_tokens: Budget; the manifest's ``max_new_tokens`` when None.
         stop_ids: Ids that end the decode; the manifest's ``eos_token_ids`` when None.
-        past: A cache covering the first ``past.seq_len`` prompt tokens. The caller
-            vouches that it was made from these very tokens by this model version.
-            If it covers the whole prompt, its last token is recomputed (a forward
-            needs one new token to yield logits).
+        past: As :func:`decode_greedy`'s.
         tokenizer: Decodes the text of the completion when given.
 
     Raises:
         LlmError: An empty prompt, a non-positive budget, or a cache longer than the prompt.
     """
     manifest = decoder.manifest
-    if max_new_tokens is None:
-        max_new_tokens = manifest.max_new_tokens
-    if stop_ids is None:
-        stop_ids = manifest.eos_token_ids
+    return decode_greedy(
+        decoder,
+        prompt_ids,
+        manifest.max_new_tokens if max_new_tokens is None else max_new_tokens,
+        manifest.eos_token_ids if stop_ids is None else stop_ids,
+        past,
+        tokenizer=tokenizer,
+    )
+
+
+def decode_greedy(
+    decoder: Forward,
+    prompt_ids: Sequence[int],
+    max_new_tokens: int,
+    stop_ids: Collection[int],
+    past: KvCache | None = None,
+    *,
+    tokenizer: Detokenizer | None = None,
+    on_first_token: Callable[[KvCache], None] | None = None,
+) -> Completion:
+    """Decode greedily (argmax, first index on ties) after ``prompt_ids``.
+
+    Args:
+        decoder: The decoder.
+        prompt_ids: The whole prompt, chat template applied.
+        max_new_tokens: Most tokens generated, the stop id included.
+        stop_ids: Ids that end the decode (kept as its last token).
+        past: A cache covering the first ``past.seq_len`` prompt tokens. The caller
+            vouches that it was made from these very tokens by this model version.
+            If it covers the whole prompt, its last token is recomputed (a forward
+            needs one new token to yield logits).
+        tokenizer: Decodes the text of the completion when given.
+        on_first_token: Called with the prompt's cache once the first token is
+            known, before the decode steps (prefix reuse publishes its blocks there,
+            so the publish is in neither TTFT nor ``decode_ms``).
+
+    Raises:
+        LlmError: An empty prompt, a non-positive budget, or a cache longer than the prompt.
+    """
     stops = frozenset(int(i) for i in stop_ids)
     if not prompt_ids:
         raise LlmError("the prompt has no tokens")
@@ -122,6 +161,8 @@ def greedy(
     prompt_cache = cache
     token = int(np.argmax(logits))
     ttft_ms = (time.perf_counter() - started) * 1000.0
+    if on_first_token is not None:
+        on_first_token(prompt_cache)
     generated = [token]
     decode_started = time.perf_counter()
     while token not in stops and len(generated) < max_new_tokens:

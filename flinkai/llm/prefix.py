@@ -39,6 +39,7 @@ from typing import Protocol
 import numpy as np
 
 from flinkai.llm.cache import TOKEN_AXIS, KvCache, ModelShape
+from flinkai.llm.generate import decode_greedy
 from flinkai.state import Snapshot, SnapshotKey, SnapshotStore, StateError, StoreUnavailableError
 
 __all__ = [
@@ -142,13 +143,13 @@ class PrefixCompletion:
     """A greedy completion and where its time went.
 
     Attributes:
-        token_ids: Generated ids, the stop id included when one ended it (as
-            ``flinkai.llm.generate.greedy`` does).
+        token_ids: Generated ids, the stop id included when one ended it (the loop
+            is ``flinkai.llm.generate.decode_greedy``).
         prompt_tokens: Prompt length in tokens.
         cached_tokens: Prompt tokens restored from the store.
         ttft_ms: From the call to the first generated token: lookup, restore, prefill.
         restore_ms: Lookup and restore.
-        prefill_ms: The decoder's forward over the uncached suffix.
+        prefill_ms: The decoder's forward over the uncached suffix and its argmax.
         publish_ms: Writing the new blocks (after the first token, so not in TTFT).
         total_ms: The whole call.
         stopped: A stop token ended it (else ``max_new_tokens`` did).
@@ -356,33 +357,33 @@ class PrefixCache:
         started = time.perf_counter()
         ids = [int(t) for t in prompt_ids]
         restored = self.lookup(ids)
-        prefill_start = time.perf_counter()
-        logits, cache = decoder.forward(ids[restored.cached_tokens :], restored.past)
-        token = int(np.argmax(logits))
-        ttft_ms = _ms_since(started)
-        prefill_ms = _ms_since(prefill_start)
-        publish_start = time.perf_counter()
-        self.publish(ids, cache, restored.cached_tokens // self.block_tokens)
-        publish_ms = _ms_since(publish_start)
-        # The same loop as flinkai.llm.generate.greedy (argmax, first index on ties;
-        # the stop id is kept), so a cached and an uncached run compare token for token.
-        stops = frozenset(int(i) for i in stop_ids)
-        out = [token]
-        while token not in stops and len(out) < max_new_tokens:
-            logits, cache = decoder.forward([token], cache)
-            token = int(np.argmax(logits))
-            out.append(token)
-        stopped = token in stops
+        first: dict[str, float] = {}
+
+        def publish_prompt(cache: KvCache) -> None:
+            # After the first token: the publish is not in TTFT.
+            first["ttft_ms"] = _ms_since(started)
+            publish_start = time.perf_counter()
+            self.publish(ids, cache, restored.cached_tokens // self.block_tokens)
+            first["publish_ms"] = _ms_since(publish_start)
+
+        done = decode_greedy(
+            decoder,
+            ids,
+            max_new_tokens,
+            stop_ids,
+            restored.past,
+            on_first_token=publish_prompt,
+        )
         return PrefixCompletion(
-            token_ids=out,
+            token_ids=list(done.token_ids),
             prompt_tokens=len(ids),
             cached_tokens=restored.cached_tokens,
-            ttft_ms=ttft_ms,
+            ttft_ms=first["ttft_ms"],
             restore_ms=restored.restore_ms,
-            prefill_ms=prefill_ms,
-            publish_ms=publish_ms,
+            prefill_ms=done.ttft_ms,
+            publish_ms=first["publish_ms"],
             total_ms=_ms_since(started),
-            stopped=stopped,
+            stopped=done.finish_reason == "stop",
         )
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from flinkai.llm.cache import ModelShape
 from flinkai.plan.errors import PlanError
 
 __all__ = [
@@ -60,32 +60,26 @@ L9_FACTORS: dict[str, tuple[Any, Any, Any]] = {
 }
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    """The attention shape a KV cache depends on."""
-
-    name: str
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-
-    @property
-    def kv_width(self) -> int:
-        """Cached elements per token per layer, for K (and again for V)."""
-        return self.kv_heads * self.head_dim
-
-    @property
-    def formula_overstatement(self) -> float:
-        """How many times the ``hidden``-based formula overstates the true cache."""
-        return self.hidden / self.kv_width
-
-
 #: Published shape of HuggingFaceTB/SmolLM2-135M (config.json): GQA, 3 KV heads.
-SMOLLM2_135M = ModelShape("SmolLM2-135M", layers=30, hidden=576, heads=9, kv_heads=3, head_dim=64)
+SMOLLM2_135M = ModelShape(
+    n_layers=30,
+    n_kv_heads=3,
+    head_dim=64,
+    vocab_size=49152,
+    name="SmolLM2-135M",
+    hidden=576,
+    n_heads=9,
+)
 #: sentence-transformers/all-MiniLM-L6-v2 (BERT): one K/V per head, so width = hidden.
-MINILM_L6 = ModelShape("all-MiniLM-L6-v2", layers=6, hidden=384, heads=12, kv_heads=12, head_dim=32)
+MINILM_L6 = ModelShape(
+    n_layers=6,
+    n_kv_heads=12,
+    head_dim=32,
+    vocab_size=30522,
+    name="all-MiniLM-L6-v2",
+    hidden=384,
+    n_heads=12,
+)
 
 
 def _check(seq_len: int, tp: int, compression: float, bits: int, batch: int) -> None:
@@ -146,8 +140,8 @@ def kv_cache_bytes_gqa(
     :func:`kv_heads_per_device`).
     """
     _check(seq_len, tp, compression, bits, batch)
-    heads = kv_heads_per_device(shape.kv_heads, tp)
-    return batch * seq_len * heads * shape.head_dim * shape.layers * 2 * bits / 8 * compression
+    heads = kv_heads_per_device(shape.n_kv_heads, tp)
+    return batch * seq_len * heads * shape.head_dim * shape.n_layers * 2 * bits / 8 * compression
 
 
 def l9_design(factors: dict[str, Sequence[Any]] | None = None) -> list[dict[str, Any]]:

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from flinkai.errors import require
+from flinkai.llm.cache import ModelShape
 from flinkai.plan.cross_attention import window_starts
 from flinkai.plan.errors import PlanError
-from flinkai.plan.kvcache import ModelShape
 
 __all__ = [
     "CrossAttentionMeasurement",
@@ -91,9 +91,9 @@ def measure_gqa_kv(shape: ModelShape, seq_len: int, batch: int = 1) -> KvMeasure
         vocab_size=256,  # the vocabulary does not touch the cache; keep the model small
         hidden_size=shape.hidden,
         intermediate_size=shape.hidden * 2,
-        num_hidden_layers=shape.layers,
-        num_attention_heads=shape.heads,
-        num_key_value_heads=shape.kv_heads,
+        num_hidden_layers=shape.n_layers,
+        num_attention_heads=shape.n_heads,
+        num_key_value_heads=shape.n_kv_heads,
         head_dim=shape.head_dim,
         max_position_embeddings=max(seq_len, 1),
     )

@@ -232,4 +232,4 @@ def test_kv_planner_matches_the_real_decoder_cache(decoder: OnnxDecoder) -> None
     real = measure_onnx_decoder_kv(text, 96, folder=decoder.artifacts.root)
     assert (real.seq_len, real.layers, real.width) == (96, 30, 3 * 64)
     assert real.bytes == kv_cache_bytes_gqa(SMOLLM2_135M, 96, bits=32)
-    assert kv_cache_bytes(96, SMOLLM2_135M.hidden, SMOLLM2_135M.layers, bits=32) == 3 * real.bytes
+    assert kv_cache_bytes(96, SMOLLM2_135M.hidden, SMOLLM2_135M.n_layers, bits=32) == 3 * real.bytes

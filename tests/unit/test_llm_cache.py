@@ -98,3 +98,25 @@ def test_construction_checks() -> None:
         KvCache(keys=good.keys, values=(good.values[0], good.values[1][:, :, :2], good.values[2]))
     with pytest.raises(CacheShapeError):
         ModelShape(n_layers=0, n_kv_heads=1, head_dim=1)
+
+
+def test_one_model_shape_for_the_runtime_and_the_planner() -> None:
+    from flinkai.plan.kvcache import SMOLLM2_135M
+
+    # The planner's shape is the runtime's class: it builds a cache of its own shape.
+    cache = SMOLLM2_135M.empty_cache()
+    assert cache.matches(SMOLLM2_135M)
+    assert SMOLLM2_135M.kv_width == 3 * 64
+    assert SMOLLM2_135M.kv_bytes_per_token == 2 * 30 * 3 * 64 * 4
+    # manifest.json keeps only what the cache depends on.
+    assert SMOLLM2_135M.cache_fields() == {
+        "n_layers": 30,
+        "n_kv_heads": 3,
+        "head_dim": 64,
+        "dtype": "float32",
+        "vocab_size": 49152,
+    }
+    with pytest.raises(CacheShapeError, match="hidden size not known"):
+        _ = SHAPE.formula_overstatement
+    with pytest.raises(CacheShapeError, match="negative"):
+        ModelShape(n_layers=1, n_kv_heads=1, head_dim=1, hidden=-1)

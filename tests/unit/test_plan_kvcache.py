@@ -35,7 +35,7 @@ def test_formula_scales_by_tp_compression_and_bits() -> None:
 def test_gqa_correction_is_three_times_for_smollm2() -> None:
     assert SMOLLM2_135M.kv_width == 192
     assert SMOLLM2_135M.formula_overstatement == 3.0
-    formula = kv_cache_bytes(1024, SMOLLM2_135M.hidden, SMOLLM2_135M.layers, bits=32)
+    formula = kv_cache_bytes(1024, SMOLLM2_135M.hidden, SMOLLM2_135M.n_layers, bits=32)
     true = kv_cache_bytes_gqa(SMOLLM2_135M, 1024, bits=32)
     assert formula / true == 3.0
     # 1,024 tokens in fp32: about 47 MB (46 KB per token)
@@ -45,7 +45,7 @@ def test_gqa_correction_is_three_times_for_smollm2() -> None:
 def test_without_gqa_both_agree() -> None:
     assert MINILM_L6.formula_overstatement == 1.0
     assert kv_cache_bytes_gqa(MINILM_L6, 300, bits=8, tp=2) == kv_cache_bytes(
-        300, MINILM_L6.hidden, MINILM_L6.layers, bits=8, tp=2
+        300, MINILM_L6.hidden, MINILM_L6.n_layers, bits=8, tp=2
     )
 
 
