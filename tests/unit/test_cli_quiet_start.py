@@ -1,9 +1,12 @@
-"""The CLI starts quietly: no warning from other libraries that says nothing to a user.
+"""The CLI starts quietly and lean: no stray warnings, and no benchmark code.
 
 PyFlink loads Beam's coders when a job registers a Python function, and Beam then
 warns once for every cloud filesystem whose SDK is absent (``Failed to import
 GCSFileSystem``). The CLI's logging set-up hides that; these tests import the same
 module PyFlink does, in a fresh interpreter, with and without it.
+
+The benchmarks are a separate package (``flinkai-bench``) that only ``flinkai bench``
+loads, through an entry point; every other command runs without importing it.
 """
 
 from __future__ import annotations
@@ -47,3 +50,43 @@ def test_help_prints_nothing_on_stderr() -> None:
     )
     assert "COMMAND" in result.stdout
     assert result.stderr == ""
+
+
+#: Runs the CLI's main as the console script does, then lists every module it imported.
+RUN_AND_LIST = """
+import sys
+from flinkai.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit:  # --help exits
+    pass
+sys.stderr.write("MODULES " + " ".join(sys.modules))
+"""
+
+
+def _imported_modules(*argv: str) -> tuple[str, set[str]]:
+    """The stdout of ``flinkai ARGV`` and every module in ``sys.modules`` at its end."""
+    # sys.modules rather than -X importtime: importlib.import_module, which loads the
+    # entry point and the benchmark modules, bypasses the import-time profile
+    result = subprocess.run(
+        [sys.executable, "-c", RUN_AND_LIST, *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return result.stdout, set(result.stderr.rpartition("MODULES ")[2].split())
+
+
+def test_help_does_not_import_the_benchmarks() -> None:
+    stdout, imported = _imported_modules("--help")
+    assert "bench" in stdout  # the command is listed, its package is not loaded
+    assert "flinkai.cli.main" in imported  # the profile is read right
+    assert not {m for m in imported if m.split(".")[0] == "flinkai_bench"}
+
+
+def test_bench_help_lists_the_benchmarks() -> None:
+    stdout, imported = _imported_modules("bench", "--help")
+    assert "flinkai_bench.cli" in imported  # the control: here the package is loaded
+    listed = {line.split()[0] for line in stdout.splitlines() if line.startswith("    ")}
+    assert {"embed", "drift", "anomaly", "rag", "suite"} <= listed, stdout
