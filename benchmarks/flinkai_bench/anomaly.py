@@ -10,7 +10,7 @@ each point before learning it. Detectors:
   the operator's default before ``zscore``) unless ``--operator-scorer`` says otherwise.
 * ``lstm``: the same without the attention layer (the ablation).
 * ``zscore``, ``robust_zscore``, ``iqr``: Apache Beam's definitions
-  (:mod:`flinkai.anomaly.baselines`).
+  (:mod:`flinkai_bench.research.anomaly.baselines`).
 * ``hst``: river's HalfSpaceTrees.
 * ``cad`` and ``cad_probation`` (not in the default set; run when named): CAD OSE
   (:mod:`flinkai.anomaly.cad`), ``cad`` with NAB's value range (min/max of the whole
@@ -68,7 +68,6 @@ import sys
 import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -76,7 +75,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from flinkai.anomaly.baselines import IQR, HalfSpaceTrees, RobustZScore, StreamingDetector, ZScore
 from flinkai.anomaly.cad import (
     CadConfig,
     CadDetector,
@@ -96,16 +94,7 @@ from flinkai.anomaly.detector import DetectorConfig, PointRejected, SeriesDetect
 from flinkai.anomaly.errors import DetectorInputError, NabDataError
 from flinkai.anomaly.features import ScorerConfig
 from flinkai.anomaly.keyed import new_detector, restore_detector
-from flinkai.anomaly.nab import (
-    PROFILES,
-    LabelledSeries,
-    NabSeries,
-    evaluate,
-    event_metrics_corpus,
-    load_nab_folder,
-    optimize_threshold,
-    probationary_length,
-)
+from flinkai.anomaly.nab import LabelledSeries, NabSeries, load_nab_folder, probationary_length
 from flinkai.anomaly.spec import anomaly_models_dir
 from flinkai.anomaly.statistical import ZSCORE_MODEL, ZScoreModel
 from flinkai.anomaly.step import RecurrentState, StepModel
@@ -121,6 +110,7 @@ from flinkai_bench.anomaly_artime import (
 )
 from flinkai_bench.anomaly_cad_learnt import format_learnt_logo, learnt_logo
 from flinkai_bench.anomaly_rounds import score_with_round_trips
+from flinkai_bench.anomaly_run import DetectorRun
 from flinkai_bench.anomaly_variants import (
     INPUTS,
     format_joint_logo,
@@ -129,7 +119,20 @@ from flinkai_bench.anomaly_variants import (
     variant_logo,
 )
 from flinkai_bench.research.anomaly.artime import DEFAULT_MARGIN, DEFAULT_MAX_CATEGORIES
+from flinkai_bench.research.anomaly.baselines import (
+    IQR,
+    HalfSpaceTrees,
+    RobustZScore,
+    StreamingDetector,
+    ZScore,
+)
 from flinkai_bench.research.anomaly.logo import logo_select
+from flinkai_bench.research.anomaly.nab_score import (
+    PROFILES,
+    evaluate,
+    event_metrics_corpus,
+    optimize_threshold,
+)
 from flinkai_bench.research.anomaly.scorers import (
     DEFAULTS,
     SCORERS,
@@ -191,42 +194,6 @@ def default_data_dir() -> Path:
 
     root = repo_root() or Path.cwd()
     return root.parent / "shared" / "datasets" / "nab"
-
-
-@dataclass
-class DetectorRun:
-    """One detector's scores and timings over a folder.
-
-    Attributes:
-        name: Detector name.
-        scores: Per series, one score in [0, 1] per row.
-        step_ms: Per-point time of the detector's core step (the ONNX step for
-            the forecasters, score + learn for the baselines).
-        operator_ms: Per-point time of the whole operator step (forecasters; for
-            the per-series detectors every 100th point, with the state round trip).
-        state_bytes: Largest pickled per-key state seen (forecasters and per-series
-            detectors; the per-series ones at every round trip and at each file's end).
-        model_version: The forecaster's model version.
-        rejected: Points the forecaster refused (a timestamp not after the last one).
-        native: Per series, the detector's own output before any scorer (the
-            forecasters: the forecast error; the baselines: their unbounded score),
-            NaN where it has none; the input of :mod:`flinkai_bench.research.anomaly.scorers`.
-    """
-
-    name: str
-    scores: dict[str, FloatArray] = field(default_factory=dict)
-    step_ms: list[float] = field(default_factory=list)
-    operator_ms: list[float] = field(default_factory=list)
-    state_bytes: int | None = None
-    model_version: str | None = None
-    rejected: int = 0
-    native: dict[str, FloatArray] = field(default_factory=dict)
-    #: ``cad_operator`` only: CAD's raw score per point, before the rest period.
-    cad_raw: dict[str, FloatArray] = field(default_factory=dict)
-    #: ``cad_learnt_operator`` only: times each key's range grew.
-    regrowths: dict[str, int] = field(default_factory=dict)
-    #: ARTime rows only: categories each key's network holds at the end.
-    categories: dict[str, int] = field(default_factory=dict)
 
 
 class _TimedStep:
@@ -1094,7 +1061,7 @@ def _suite_run(series: int | None) -> EntryOutput:
             summary = summarize(run_detector(name, data), data)
         except SetupError as e:  # a forecaster whose model was not built
             # the error names the command that builds it; the note says it once
-            rows.append({"detector": name, "NAB standard": "n/a", "note": f"n/a ({e})"})
+            rows.append({"detector": name, "NAB standard": f"n/a ({e})", "note": f"n/a ({e})"})
             continue
         overall, step, op = (
             summary["all"],

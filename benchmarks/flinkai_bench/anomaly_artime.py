@@ -21,12 +21,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from flinkai.anomaly.nab import NabSeries, probationary_length
 from flinkai_bench.anomaly_rounds import score_with_round_trips
+from flinkai_bench.anomaly_run import DetectorRun
 from flinkai_bench.anomaly_variants import format_joint_logo, joint_logo
 from flinkai_bench.research.anomaly.artime import (
     DEFAULT_MARGIN,
@@ -34,9 +35,6 @@ from flinkai_bench.research.anomaly.artime import (
     ArtimeConfig,
     ArtimeDetector,
 )
-
-if TYPE_CHECKING:
-    from flinkai_bench.anomaly import DetectorRun
 
 __all__ = [
     "ARTIME_DETECTORS",

@@ -10,12 +10,11 @@ from __future__ import annotations
 import pickle
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from flinkai_bench.anomaly import DetectorRun
+from flinkai_bench.anomaly_run import DetectorRun
 
 __all__ = ["score_with_round_trips"]
 

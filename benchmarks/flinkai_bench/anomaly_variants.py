@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from flinkai.anomaly.baselines import ZScore
 from flinkai.anomaly.nab import NabSeries
+from flinkai.anomaly.zscore import ZScore
 from flinkai_bench.research.anomaly.logo import logo_select
 from flinkai_bench.research.anomaly.scorers import SETTINGS, apply_scorer
 

@@ -1,7 +1,7 @@
 """ARTime: reproduction of its published NAB results, state, learnt range, bad input.
 
 The reference is ARTime's own output on NAB (``results/ARTime`` of numenta/NAB, in
-``tests/fixtures/nab_results/detections.csv.gz``: every nonzero row), compared on
+``benchmarks/tests/fixtures/nab_results/detections.csv.gz``: every nonzero row), compared on
 the shared NAB subset, which CI has (its absence fails, never skips).
 """
 
@@ -22,7 +22,7 @@ from flinkai_bench.research.anomaly import artime
 from flinkai_bench.research.anomaly.artime import ArtimeConfig, ArtimeDetector, haar_features
 
 SHARED_NAB = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "nab"
-FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "nab_results"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nab_results"
 #: NAB's pandas parsed these two files' values differently in the last bit (the
 #: published results file prints them, e.g. 0.0680387288976999 for 0.0680387288977);
 #: the same detections come out, three scores each differ by < 0.02.

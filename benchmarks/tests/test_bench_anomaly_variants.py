@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from flinkai.anomaly.baselines import ZScore
 from flinkai.anomaly.nab import LabelledSeries, NabSeries, Window
+from flinkai.anomaly.zscore import ZScore
 from flinkai_bench.anomaly import _zscore_variants
 from flinkai_bench.anomaly_variants import run_variant, variant_logo
 

@@ -1,50 +1,30 @@
-"""Anomaly-detection evaluation: NAB scoring and window-based precision/recall/F1.
+"""Anomaly detection per key: the detectors behind the anomaly operator.
 
-* :mod:`flinkai.anomaly.nab`: the Numenta Anomaly Benchmark scorer (windows, scaled
-  sigmoid, application profiles, threshold optimisation, normalisation) and a loader
-  for NAB-layout folders.
-* :mod:`flinkai.anomaly.detector`: forecast-error detection for one key, its state as
-  plain data; the model step runs in ONNX Runtime (:mod:`flinkai.anomaly.step`),
-  trained offline with torch (:mod:`flinkai.anomaly.train`).
-* :mod:`flinkai.anomaly.baselines`: Beam-definition statistical detectors and river's
-  HalfSpaceTrees, for the benchmark.
-* :mod:`flinkai.anomaly.statistical`: Beam's z-score as a keyed detector, the
-  operator's default; :mod:`flinkai.anomaly.keyed` picks the key detector a ``model``
-  names.
-* :mod:`flinkai.anomaly.cad`: CAD OSE, with an optional bounded context store.
+The operator (:mod:`flinkai.operators.anomaly`) keeps one detector per key; its
+``model`` option names which (:mod:`flinkai.anomaly.keyed`). Every detector follows
+one contract (:class:`~flinkai.anomaly.contract.KeyDetector`): it scores a point,
+then learns it, and its whole state is plain data with a version tag.
+
+* ``zscore`` (the default): Beam's z-score through Numenta's anomaly likelihood
+  (:mod:`flinkai.anomaly.statistical`, :mod:`flinkai.anomaly.zscore`,
+  :mod:`flinkai.anomaly.likelihood`).
+* ``cad``: CAD OSE within a known value range or one learnt per key
+  (:mod:`flinkai.anomaly.contextual`, :mod:`flinkai.anomaly.cad`,
+  :mod:`flinkai.anomaly.cad_growing`).
+* A forecaster: an LSTM (+ attention) step run by ONNX Runtime
+  (:mod:`flinkai.anomaly.detector`, :mod:`flinkai.anomaly.step`), trained offline
+  with torch from a NAB-layout folder (:mod:`flinkai.anomaly.train`,
+  :mod:`flinkai.anomaly.nab`).
+
+Settings, state sizes and budgets: docs/anomaly.md. This package imports no
+benchmark code; the NAB scorer and the research detectors live in ``flinkai_bench``.
 """
 
-from flinkai.anomaly.errors import AnomalyError, NabDataError
-from flinkai.anomaly.nab import (
-    PROFILES,
-    CostProfile,
-    EventMetrics,
-    FileScore,
-    LabelledSeries,
-    NabSeries,
-    ProfileResult,
-    Window,
-    evaluate,
-    event_metrics,
-    load_nab_folder,
-    optimize_threshold,
-    score_file,
+from flinkai.anomaly.errors import (
+    AnomalyError,
+    AnomalyModelError,
+    DetectorInputError,
+    NabDataError,
 )
 
-__all__ = [
-    "PROFILES",
-    "AnomalyError",
-    "CostProfile",
-    "EventMetrics",
-    "FileScore",
-    "LabelledSeries",
-    "NabDataError",
-    "NabSeries",
-    "ProfileResult",
-    "Window",
-    "evaluate",
-    "event_metrics",
-    "load_nab_folder",
-    "optimize_threshold",
-    "score_file",
-]
+__all__ = ["AnomalyError", "AnomalyModelError", "DetectorInputError", "NabDataError"]

@@ -6,7 +6,7 @@ Per point ``(ts, value)`` of a key, :meth:`ZScoreSeriesDetector.update`:
    (:class:`~flinkai.anomaly.detector.PointRejected`; the state is unchanged), as
    the forecaster does;
 2. scores the value's z-score against the key's last ``window`` values
-   (:class:`~flinkai.anomaly.baselines.ZScore`, Beam's definition: NaN below two
+   (:class:`~flinkai.anomaly.zscore.ZScore`, Beam's definition: NaN below two
    values) through the key's :class:`~flinkai.anomaly.features.ErrorScorer`. With
    ``likelihood = numenta`` the scorer sees ``z / (1 + z)`` (NaN as 0) and the value,
    exactly what the bench's ``numenta_stream`` scorer computes offline; with the
@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flinkai.anomaly.baselines import DEFAULT_WINDOW, ZScore
 from flinkai.anomaly.features import ErrorScorer
+from flinkai.anomaly.zscore import DEFAULT_WINDOW, ZScore
 
 if TYPE_CHECKING:
     from flinkai.anomaly.detector import DetectorConfig, PointScore

@@ -9,11 +9,11 @@ import pickle
 import numpy as np
 import pytest
 
-from flinkai.anomaly.baselines import ZScore
 from flinkai.anomaly.detector import DetectorConfig, PointRejected
 from flinkai.anomaly.features import STREAM_NUMENTA, ScorerConfig
 from flinkai.anomaly.keyed import new_detector, open_model, restore_detector
 from flinkai.anomaly.statistical import ZScoreModel, ZScoreSeriesDetector
+from flinkai.anomaly.zscore import ZScore
 from flinkai.operators.anomaly import parse_options, process_point
 from flinkai_bench.research.anomaly.scorers import DEFAULTS, apply_scorer
 

@@ -31,9 +31,9 @@ import numpy as np
 import numpy.typing as npt
 
 from flinkai.anomaly.errors import NabDataError
-from flinkai.anomaly.nab import (
+from flinkai.anomaly.nab import LabelledSeries
+from flinkai_bench.research.anomaly.nab_score import (
     PROFILES,
-    LabelledSeries,
     evaluate,
     null_score,
     optimize_threshold,

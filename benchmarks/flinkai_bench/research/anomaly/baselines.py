@@ -1,11 +1,9 @@
-"""Streaming baseline detectors for the anomaly benchmark.
+"""Streaming baseline detectors of the anomaly benchmark (research, not the operator's).
 
-The three statistical detectors follow the definitions of Apache Beam's
+The statistical detectors follow the definitions of Apache Beam's
 ``apache_beam.ml.anomaly.detectors`` (Beam 2.64+), with its default trackers:
 
-* :class:`ZScore`: ``|x - mean| / stdev`` over a sliding window of 1,000 values
-  (incremental mean, sample standard deviation with ``ddof = 1``; NaN below two
-  values).
+* :class:`~flinkai.anomaly.zscore.ZScore` (the product's, re-exported here);
 * :class:`RobustZScore`: ``|0.6745 (x - median) / MAD|``. The median is a
   sliding-window (1,000) quantile with linear interpolation; the MAD is the same
   median of ``|x - median|``, each difference taken against the median right after
@@ -22,16 +20,14 @@ trees expect features in [0, 1]), scored then learnt the same way.
 from __future__ import annotations
 
 import math
-from array import array
 from collections import deque
-from collections.abc import Mapping
 from typing import Any, Protocol
 
 from sortedcontainers import SortedList
 
+from flinkai.anomaly.zscore import DEFAULT_WINDOW, EPSILON, ZScore
+
 __all__ = [
-    "DEFAULT_WINDOW",
-    "EPSILON",
     "IQR",
     "HalfSpaceTrees",
     "RobustZScore",
@@ -39,11 +35,6 @@ __all__ = [
     "StreamingDetector",
     "ZScore",
 ]
-
-#: Beam's default sliding window of its trackers.
-DEFAULT_WINDOW = 1000
-#: Beam's ``univariate.base.EPSILON``: a smaller spread scores 0.
-EPSILON = 1e-9
 
 
 class StreamingDetector(Protocol):
@@ -78,69 +69,6 @@ class SlidingQuantile:
         hi = min(lo + 1, n - 1)
         lo_v, hi_v = float(self._sorted[lo]), float(self._sorted[hi])
         return lo_v + (hi_v - lo_v) * (pos - lo)
-
-
-class ZScore:
-    """Beam's ``ZScore`` with its default sliding trackers (window 1,000)."""
-
-    def __init__(self, window: int = DEFAULT_WINDOW) -> None:
-        # A float64 array, oldest first: the operator's state round trip copies it as
-        # bytes in one step (a deque would cost one Python float per value).
-        self._queue: array[float] = array("d")
-        self._window = window
-        self._n = 0
-        self._mean = 0.0
-        self._m2 = 0.0
-
-    def learn_one(self, x: float) -> None:
-        # Sliding Welford: add x, and drop the oldest value once the window is full.
-        self._n += 1
-        delta1 = x - self._mean
-        old: float | None = None
-        if len(self._queue) >= self._window:
-            old = self._queue[0]
-            del self._queue[0]
-            self._n -= 1
-        self._queue.append(x)
-        delta2 = self._mean - old if old is not None else 0.0
-        self._mean += (delta1 + delta2) / self._n
-        self._m2 += delta1 * (x - self._mean)
-        if old is not None:
-            self._m2 += delta2 * (old - self._mean)
-
-    def snapshot(self) -> dict[str, Any]:
-        """Plain data: the window as float64 bytes (oldest first) and the running sums."""
-        values = self._queue.tobytes()
-        return {"window": self._window, "n": self._n, "mean": self._mean, "m2": self._m2,
-                "values": values}  # fmt: skip
-
-    @classmethod
-    def from_snapshot(cls, snap: Mapping[str, Any]) -> ZScore:
-        """Rebuild from :meth:`snapshot`.
-
-        Raises:
-            ValueError: The snapshot is inconsistent (more values than its window, or a
-                count that does not match them).
-        """
-        det = cls(int(snap["window"]))
-        values: array[float] = array("d")
-        values.frombytes(snap["values"])
-        if len(values) > det._window or int(snap["n"]) != len(values):
-            raise ValueError(
-                f"z-score snapshot holds {len(values)} values for n={snap['n']} "
-                f"and window {det._window}"
-            )
-        det._queue = values
-        det._n, det._mean, det._m2 = len(values), float(snap["mean"]), float(snap["m2"])
-        return det
-
-    def score_one(self, x: float) -> float:
-        if self._n < 2:
-            return math.nan
-        stdev = math.sqrt(max(self._m2 / (self._n - 1), 0.0))
-        if stdev < EPSILON:
-            return 0.0
-        return abs((x - self._mean) / stdev)
 
 
 class RobustZScore:

@@ -1,6 +1,7 @@
-"""NAB scorer: published NAB v1.0 results reproduced, rules checked on small series.
+"""NAB scorer (flinkai_bench.research.anomaly.nab_score): published NAB v1.0 results
+reproduced, rules checked on small series.
 
-Published numbers come from ``tests/fixtures/nab_results`` (numenta/NAB, see its
+Published numbers come from ``benchmarks/tests/fixtures/nab_results`` (numenta/NAB, see its
 README). Detections are rebuilt from the rows kept there; rows left out score below
 every threshold used, so they are zeros here.
 """
@@ -19,9 +20,11 @@ import pytest
 
 from flinkai.anomaly import nab
 from flinkai.anomaly.errors import NabDataError
-from flinkai.anomaly.nab import PROFILES, CostProfile, LabelledSeries, Window
+from flinkai.anomaly.nab import LabelledSeries, Window
+from flinkai_bench.research.anomaly import nab_score
+from flinkai_bench.research.anomaly.nab_score import PROFILES, CostProfile
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nab_results"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nab_results"
 DETECTORS = ("numenta", "skyline", "bayesChangePt", "ARTime")
 TOLERANCE = 0.5
 STANDARD = PROFILES["standard"]
@@ -102,17 +105,6 @@ def local_series() -> dict[str, nab.NabSeries]:
     return _load_local(nab.require_nab_folder(SHARED_NAB))
 
 
-def test_require_nab_folder(tmp_path: Path) -> None:
-    with pytest.raises(NabDataError, match=r"NAB data not found at .*shared subset"):
-        nab.require_nab_folder(tmp_path)
-    (tmp_path / "data").mkdir()
-    with pytest.raises(NabDataError):  # data/ without a windows file
-        nab.require_nab_folder(tmp_path)
-    (tmp_path / "labels").mkdir()
-    (tmp_path / "labels" / "combined_windows.json").write_text("{}")
-    assert nab.require_nab_folder(tmp_path) == tmp_path  # a clone of NAB's layout
-
-
 def test_loader_windows_match_fixture_rows(local_series: dict[str, nab.NabSeries]) -> None:
     corpus = _corpus()
     assert len(local_series) == 34
@@ -131,7 +123,7 @@ def test_per_file_scores_on_local_files_match_published(
     scores = _dense_scores(detector)
     items = [(local_series[n].labels, scores[n]) for n in names]
     threshold = float(published["Threshold"].iloc[0])
-    corpus = nab.score_corpus(items, threshold, PROFILES[profile])
+    corpus = nab_score.score_corpus(items, threshold, PROFILES[profile])
     for f in corpus.files:
         row = published.loc[f.name]
         assert f.score == pytest.approx(row["Score"], abs=TOLERANCE), f.name
@@ -150,7 +142,7 @@ def test_full_corpus_at_published_threshold_matches_published(detector: str, pro
     published = _published(detector, profile)
     items = _items(detector)
     threshold = float(published["Threshold"].iloc[0])
-    result = nab.evaluate(items, PROFILES[profile], threshold=threshold)
+    result = nab_score.evaluate(items, PROFILES[profile], threshold=threshold)
     scores = {f.name: f.score for f in result.files}
     diffs = [abs(scores[name] - s) for name, s in published["Score"].items()]
     assert len(diffs) == 58
@@ -166,12 +158,12 @@ def test_null_detector_baseline_matches_published(profile: str) -> None:
     published = _published("null", profile)
     labels = list(_corpus().values())
     assert len(published) == 58
-    assert nab.null_score(labels, PROFILES[profile]) == _published_total("null", profile)
+    assert nab_score.null_score(labels, PROFILES[profile]) == _published_total("null", profile)
     # NAB's null detector outputs 0.5 on every row; its tables use threshold 0.6.
     null_items = [(s, np.full(s.n_rows, 0.5)) for s in labels]
-    files = nab.score_corpus(null_items, 0.6, PROFILES[profile]).files
+    files = nab_score.score_corpus(null_items, 0.6, PROFILES[profile]).files
     assert {f.name: f.score for f in files} == published["Score"].to_dict()
-    assert nab.perfect_score(labels, PROFILES[profile]) == 116.0
+    assert nab_score.perfect_score(labels, PROFILES[profile]) == 116.0
 
 
 @pytest.mark.parametrize("profile", list(PROFILES))
@@ -179,13 +171,13 @@ def test_null_detector_baseline_matches_published(profile: str) -> None:
 def test_optimised_threshold_reaches_published_score(detector: str, profile: str) -> None:
     items = _items(detector)
     published = float(_json("thresholds.json")[detector][profile]["score"])
-    choice = nab.optimize_threshold(items, PROFILES[profile])
+    choice = nab_score.optimize_threshold(items, PROFILES[profile])
     # NAB v1.0's search was not exhaustive: an exhaustive sweep may only do better.
     assert choice.score >= published - 1e-6
-    rescored = nab.score_corpus(items, choice.threshold, PROFILES[profile]).score
+    rescored = nab_score.score_corpus(items, choice.threshold, PROFILES[profile]).score
     assert rescored == pytest.approx(choice.score, abs=1e-9)
     if detector in _json("final_results.json"):
-        result = nab.evaluate(items, PROFILES[profile], threshold=choice.threshold)
+        result = nab_score.evaluate(items, PROFILES[profile], threshold=choice.threshold)
         final = _json("final_results.json")[detector][profile]
         assert result.normalized == pytest.approx(final, abs=TOLERANCE)
 
@@ -202,8 +194,8 @@ def test_optimised_threshold_reaches_published_score(detector: str, profile: str
 def test_wrong_profile_weights_miss_published_scores(detector: str, variant: CostProfile) -> None:
     published = _published(detector, "standard")
     threshold = float(published["Threshold"].iloc[0])
-    wrong = nab.score_corpus(_items(detector), threshold, variant).score
-    right = nab.score_corpus(_items(detector), threshold, STANDARD).score
+    wrong = nab_score.score_corpus(_items(detector), threshold, variant).score
+    right = nab_score.score_corpus(_items(detector), threshold, STANDARD).score
     assert abs(right - _published_total(detector, "standard")) < TOLERANCE
     assert abs(wrong - _published_total(detector, "standard")) > TOLERANCE
 
@@ -212,7 +204,7 @@ def test_wrong_profile_weights_miss_published_scores(detector: str, variant: Cos
 def test_scoring_probationary_rows_misses_published_scores(detector: str) -> None:
     published = _published(detector, "standard")
     threshold = float(published["Threshold"].iloc[0])
-    wrong = nab.score_corpus(_items(detector), threshold, STANDARD, probation_percent=0.0)
+    wrong = nab_score.score_corpus(_items(detector), threshold, STANDARD, probation_percent=0.0)
     assert abs(wrong.score - _published_total(detector, "standard")) > TOLERANCE
 
 
@@ -230,36 +222,29 @@ def _hits(n: int, *rows: int) -> np.ndarray:
 
 
 def _score(series: LabelledSeries, *rows: int, profile: CostProfile = STANDARD) -> float:
-    return nab.score_file(series, _hits(series.n_rows, *rows), 0.5, profile, 0.0).score
+    return nab_score.score_file(series, _hits(series.n_rows, *rows), 0.5, profile, 0.0).score
 
 
 def test_scaled_sigmoid_published_points() -> None:
     y = np.array([-1.0, -0.5, 0.0, 1.0, 3.0, 3.01, 1e6])
     expected = [0.98661, 0.84828, 0.0, -0.98661, -0.99999939, -1.0, -1.0]
-    assert nab.scaled_sigmoid(y) == pytest.approx(expected, abs=1e-5)
-
-
-def test_probationary_length() -> None:
-    assert nab.probationary_length(4032) == 604
-    assert nab.probationary_length(15902) == 750
-    assert nab.probationary_length(10) == 1
-    assert nab.probationary_length(100, 0.0) == 0
+    assert nab_score.scaled_sigmoid(y) == pytest.approx(expected, abs=1e-5)
 
 
 def test_file_without_windows() -> None:
     series = _series(50)
     assert _score(series) == 0.0
     assert _score(series, 10, 20) == pytest.approx(-2 * 0.11)
-    assert nab.null_score([series], STANDARD, 0.0) == 0.0
+    assert nab_score.null_score([series], STANDARD, 0.0) == 0.0
     with pytest.raises(NabDataError):
-        nab.normalized_score(0.0, 0.0, nab.perfect_score([series], STANDARD))
+        nab_score.normalized_score(0.0, 0.0, nab_score.perfect_score([series], STANDARD))
 
 
 def test_detection_at_window_edges() -> None:
     series = _series(100, (40, 49))
     assert _score(series) == -1.0
     assert _score(series, 40) == pytest.approx(1.0)
-    right = float(nab.scaled_sigmoid(-1 / 10) / nab.scaled_sigmoid(-1.0))
+    right = float(nab_score.scaled_sigmoid(-1 / 10) / nab_score.scaled_sigmoid(-1.0))
     assert _score(series, 49) == pytest.approx(right)
     assert 0 < right < 0.3
     # One row either side is outside: before the window is a plain FP, after a cheap FP.
@@ -271,7 +256,7 @@ def test_several_detections_in_a_window_count_once_the_earliest() -> None:
     series = _series(100, (40, 49))
     assert _score(series, 43, 45, 48) == pytest.approx(_score(series, 43))
     assert _score(series, 43) > _score(series, 45) > _score(series, 48) > 0
-    counts = nab.score_file(series, _hits(100, 43, 45, 48), 0.5, STANDARD, 0.0)
+    counts = nab_score.score_file(series, _hits(100, 43, 45, 48), 0.5, STANDARD, 0.0)
     assert (counts.tp, counts.fn, counts.fp, counts.tn) == (3, 7, 0, 90)
 
 
@@ -296,29 +281,31 @@ def test_profiles_weigh_misses_and_false_positives() -> None:
 def test_probationary_rows_and_windows_are_ignored() -> None:
     series = _series(100, (2, 5), (40, 49))
     # 15 probationary rows: the first window cannot be scored or missed.
-    assert nab.score_file(series, _hits(100, 3, 8), 0.5, STANDARD).score == -1.0
-    assert nab.null_score([series], STANDARD) == -1.0
-    assert nab.perfect_score([series], STANDARD) == 2.0
+    assert nab_score.score_file(series, _hits(100, 3, 8), 0.5, STANDARD).score == -1.0
+    assert nab_score.null_score([series], STANDARD) == -1.0
+    assert nab_score.perfect_score([series], STANDARD) == 2.0
 
 
 def test_optimize_threshold_sweeps_every_score() -> None:
     series = _series(100, (40, 49))
     scores = np.zeros(100)
     scores[[41, 60, 90]] = [0.8, 0.9, 0.3]
-    choice = nab.optimize_threshold([(series, scores)], STANDARD, 0.0)
+    choice = nab_score.optimize_threshold([(series, scores)], STANDARD, 0.0)
     assert choice.threshold == 0.8
-    expected = nab.score_file(series, scores, 0.8, STANDARD, 0.0).score
+    expected = nab_score.score_file(series, scores, 0.8, STANDARD, 0.0).score
     assert choice.score == pytest.approx(expected)
     # With only false positives available, never firing (1.1) is best.
-    fp_only = nab.optimize_threshold([(series, np.where(scores == 0.8, 0, scores))], STANDARD, 0.0)
+    fp_only = nab_score.optimize_threshold(
+        [(series, np.where(scores == 0.8, 0, scores))], STANDARD, 0.0
+    )
     assert (fp_only.threshold, fp_only.score) == (1.1, -1.0)
 
 
 def test_evaluate_normalises_between_null_and_perfect() -> None:
     series = _series(100, (40, 49), (70, 79))
-    perfect = nab.evaluate([(series, _hits(100, 40, 70))], STANDARD, 0.0)
-    null = nab.evaluate([(series, np.zeros(100))], STANDARD, 0.0)
-    half = nab.evaluate([(series, _hits(100, 40))], STANDARD, 0.0)
+    perfect = nab_score.evaluate([(series, _hits(100, 40, 70))], STANDARD, 0.0)
+    null = nab_score.evaluate([(series, np.zeros(100))], STANDARD, 0.0)
+    half = nab_score.evaluate([(series, _hits(100, 40))], STANDARD, 0.0)
     assert perfect.normalized == pytest.approx(100.0)
     assert null.normalized == pytest.approx(0.0)
     assert half.normalized == pytest.approx(50.0)
@@ -328,86 +315,31 @@ def test_event_metrics_definition() -> None:
     series = _series(100, (40, 49), (70, 79), (90, 95))
     # Window 1 hit twice (counts once), window 2 hit at its last row, window 3 missed,
     # and two detections outside every window.
-    m = nab.event_metrics(series, _hits(100, 40, 45, 79, 50, 10), 0.5, 0.0)
+    m = nab_score.event_metrics(series, _hits(100, 40, 45, 79, 50, 10), 0.5, 0.0)
     assert (m.tp, m.fn, m.fp) == (2, 1, 2)
     assert m.precision == pytest.approx(0.5)
     assert m.recall == pytest.approx(2 / 3)
     assert m.f1 == pytest.approx(2 * 0.5 * (2 / 3) / (0.5 + 2 / 3))
-    empty = nab.event_metrics(_series(10), np.zeros(10), 0.5, 0.0)
+    empty = nab_score.event_metrics(_series(10), np.zeros(10), 0.5, 0.0)
     assert (empty.precision, empty.recall, empty.f1) == (0.0, 0.0, 0.0)
-    summed = nab.event_metrics_corpus([(series, _hits(100, 40)), (series, _hits(100, 5))], 0.5, 0.0)
+    summed = nab_score.event_metrics_corpus(
+        [(series, _hits(100, 40)), (series, _hits(100, 5))], 0.5, 0.0
+    )
     assert (summed.tp, summed.fn, summed.fp) == (1, 5, 1)
 
 
 def test_event_metrics_skip_probationary_rows() -> None:
     series = _series(100, (2, 5), (40, 49))
-    m = nab.event_metrics(series, _hits(100, 3, 8, 41), 0.5)
+    m = nab_score.event_metrics(series, _hits(100, 3, 8, 41), 0.5)
     assert (m.tp, m.fn, m.fp) == (1, 0, 0)
 
 
 def test_score_length_must_match_rows() -> None:
     with pytest.raises(NabDataError, match="3 anomaly scores for 4 rows"):
-        nab.score_file(_series(4), [0.1, 0.2, 0.3], 0.5, STANDARD)
+        nab_score.score_file(_series(4), [0.1, 0.2, 0.3], 0.5, STANDARD)
 
 
 @pytest.mark.parametrize("windows", [((5, 3),), ((0, 10),), ((0, 4), (4, 6)), ((6, 7), (0, 2))])
 def test_bad_windows_are_refused(windows: tuple[tuple[int, int], ...]) -> None:
     with pytest.raises(NabDataError):
         _series(10, *windows)
-
-
-def test_windows_to_rows_exact_and_between_timestamps() -> None:
-    ts = pd.date_range("2020-01-01", periods=10, freq="5min").to_numpy()
-    exact = [(pd.Timestamp("2020-01-01 00:10"), pd.Timestamp("2020-01-01 00:20"))]
-    between = [(pd.Timestamp("2020-01-01 00:11"), pd.Timestamp("2020-01-01 00:24"))]
-    assert nab.windows_to_rows("x", ts, exact) == (Window(2, 4),)
-    assert nab.windows_to_rows("x", ts, between) == (Window(3, 4),)
-    with pytest.raises(NabDataError, match="holds no row"):
-        nab.windows_to_rows("x", ts, [(pd.Timestamp("2020-01-01 00:11"),) * 2])
-
-
-def test_windows_to_rows_keeps_file_order_when_an_hour_repeats() -> None:
-    # As NAB's machine_temperature_system_failure.csv: 02:00-02:55 recorded twice.
-    first = pd.date_range("2014-01-07 01:00", "2014-01-07 02:55", freq="5min")
-    again = pd.date_range("2014-01-07 02:00", "2014-01-07 04:00", freq="5min")
-    ts = np.concatenate([first.to_numpy(), again.to_numpy()])
-    later = [(pd.Timestamp("2014-01-07 03:00"), pd.Timestamp("2014-01-07 03:30"))]
-    assert nab.windows_to_rows("x", ts, later) == (Window(36, 42),)
-    # A window over the repeated hour spans both copies, first row to last.
-    repeated = [(pd.Timestamp("2014-01-07 02:50"), pd.Timestamp("2014-01-07 02:55"))]
-    assert nab.windows_to_rows("x", ts, repeated) == (Window(22, 35),)
-
-
-def _write_folder(root: Path, windows: dict[str, list[list[str]]]) -> None:
-    group = root / "data" / "myGroup"
-    group.mkdir(parents=True)
-    ts = pd.date_range("2021-06-01", periods=20, freq="h")
-    pd.DataFrame({"timestamp": ts.strftime("%Y-%m-%d %H:%M:%S"), "value": range(20)}).to_csv(
-        group / "s.csv", index=False
-    )
-    (root / "combined_windows.json").write_text(json.dumps(windows))
-
-
-def test_load_nab_folder_reads_any_group(tmp_path: Path) -> None:
-    windows = {"myGroup/s.csv": [["2021-06-01 05:00:00.000000", "2021-06-01 08:00:00.000000"]]}
-    _write_folder(tmp_path, windows)
-    loaded = nab.load_nab_folder(tmp_path)
-    assert list(loaded) == ["myGroup/s.csv"]
-    series = loaded["myGroup/s.csv"]
-    assert series.labels == LabelledSeries("myGroup/s.csv", 20, (Window(5, 8),))
-    assert series.values[-1] == 19.0
-    assert nab.load_nab_folder(tmp_path, groups=["otherGroup"]) == {}
-
-
-def test_load_nab_folder_reads_a_nab_clone_with_labels_folder(tmp_path: Path) -> None:
-    windows = {"myGroup/s.csv": [["2021-06-01 05:00:00.000000", "2021-06-01 08:00:00.000000"]]}
-    _write_folder(tmp_path, windows)
-    (tmp_path / "labels").mkdir()
-    (tmp_path / "combined_windows.json").rename(tmp_path / "labels" / "combined_windows.json")
-    assert nab.load_nab_folder(tmp_path)["myGroup/s.csv"].labels.windows == (Window(5, 8),)
-
-
-def test_load_nab_folder_requires_windows_for_every_file(tmp_path: Path) -> None:
-    _write_folder(tmp_path, {"otherGroup/s.csv": []})
-    with pytest.raises(NabDataError, match="no entry"):
-        nab.load_nab_folder(tmp_path)
