@@ -24,7 +24,7 @@ from flinkai.kafka.errors import (
     KafkaError,
     TopicNotFoundError,
 )
-from flinkai.kafka.security import describe_listener, python_client_options
+from flinkai.kafka.security import ClientSecurity, client_options, describe_listener
 from flinkai.security import redact
 
 __all__ = [
@@ -80,12 +80,12 @@ def _unavailable(bootstrap: str, e: BaseException) -> BrokerUnavailableError:
     return BrokerUnavailableError(redact(f"cannot reach Kafka at {bootstrap}: {e}"))
 
 
-def _security(security: KafkaSecurityConfig | None) -> dict[str, Any]:
-    return python_client_options(security) if security is not None else {}
+def _security(security: ClientSecurity | None) -> dict[str, Any]:
+    return client_options(security)
 
 
 def _connect_failed(
-    bootstrap: str, security: KafkaSecurityConfig | None, e: BaseException
+    bootstrap: str, security: ClientSecurity | None, e: BaseException
 ) -> KafkaError:
     """A rejected login as :class:`KafkaAuthError`, anything else as unavailable.
 
@@ -102,7 +102,7 @@ def _connect_failed(
 
 @contextmanager
 def _admin(
-    bootstrap: str, timeout_s: float, security: KafkaSecurityConfig | None = None
+    bootstrap: str, timeout_s: float, security: ClientSecurity | None = None
 ) -> Iterator[Any]:
     try:
         client = KafkaAdminClient(
@@ -121,7 +121,7 @@ def _admin(
 
 
 def describe_cluster(
-    bootstrap: str, timeout_s: float = 5.0, *, security: KafkaSecurityConfig | None = None
+    bootstrap: str, timeout_s: float = 5.0, *, security: ClientSecurity | None = None
 ) -> dict[str, Any]:
     """Ask the cluster for its id, controller and brokers (one attempt).
 
@@ -147,7 +147,7 @@ def describe_cluster(
 
 
 def wait_for_broker(
-    bootstrap: str, timeout_s: float = 30.0, *, security: KafkaSecurityConfig | None = None
+    bootstrap: str, timeout_s: float = 30.0, *, security: ClientSecurity | None = None
 ) -> dict[str, Any]:
     """Block until a broker answers Kafka requests and reports at least one live broker.
 
@@ -187,7 +187,7 @@ def wait_for_broker(
 
 
 def list_topics(
-    bootstrap: str, timeout_s: float = 10.0, *, security: KafkaSecurityConfig | None = None
+    bootstrap: str, timeout_s: float = 10.0, *, security: ClientSecurity | None = None
 ) -> set[str]:
     """Names of all topics, internal ones included.
 
@@ -209,7 +209,7 @@ def create_topics(
     replication_factor: int = 1,
     configs: Mapping[str, str] | None = None,
     timeout_s: float = 30.0,
-    security: KafkaSecurityConfig | None = None,
+    security: ClientSecurity | None = None,
 ) -> list[str]:
     """Create topics that do not exist yet, and wait until each has a leader.
 
@@ -283,7 +283,7 @@ def produce(
     *,
     headers: Iterable[tuple[str, bytes]] = (),
     timeout_s: float = 30.0,
-    security: KafkaSecurityConfig | None = None,
+    security: ClientSecurity | None = None,
 ) -> int:
     """Write values to a topic and flush; every record is acknowledged by the broker.
 
@@ -384,7 +384,7 @@ def consume_all(
     expect: int | None = None,
     *,
     idle_s: float = 1.0,
-    security: KafkaSecurityConfig | None = None,
+    security: ClientSecurity | None = None,
 ) -> list[Record]:
     """Read a topic from the beginning, without a consumer group.
 
@@ -474,7 +474,7 @@ def _consumer(
     bootstrap: str,
     isolation_level: IsolationLevel,
     timeout_s: float,
-    security: KafkaSecurityConfig | None = None,
+    security: ClientSecurity | None = None,
 ) -> Iterator[Any]:
     try:
         consumer = KafkaConsumer(
@@ -508,7 +508,7 @@ def end_offsets(
     isolation_level: IsolationLevel = "read_committed",
     timeout_s: float = 10.0,
     *,
-    security: KafkaSecurityConfig | None = None,
+    security: ClientSecurity | None = None,
 ) -> dict[int, int]:
     """Each partition's end offset as a consumer with ``isolation_level`` sees it.
 
@@ -538,7 +538,7 @@ def read_to_end_offsets(
     isolation_level: IsolationLevel = "read_committed",
     timeout_s: float = 60.0,
     *,
-    security: KafkaSecurityConfig | None = None,
+    security: ClientSecurity | None = None,
 ) -> TopicSnapshot:
     """Read every partition of a topic from its beginning exactly to its end offset.
 
@@ -634,7 +634,7 @@ def broker_config(
     key: str,
     timeout_s: float = 10.0,
     *,
-    security: KafkaSecurityConfig | None = None,
+    security: ClientSecurity | None = None,
 ) -> str | None:
     """One effective broker setting (e.g. ``transaction.max.timeout.ms``), defaults included.
 

@@ -14,7 +14,12 @@ from pathlib import Path
 
 from flinkai.config import KafkaSecurityConfig
 from flinkai.kafka.errors import BrokerUnavailableError, KafkaAuthError
-from flinkai.kafka.security import describe_listener, key_password
+from flinkai.kafka.security import (
+    ClientSecurity,
+    describe_listener,
+    key_password,
+    security_section,
+)
 
 __all__ = ["check_access"]
 
@@ -28,13 +33,14 @@ def _split(address: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-def _tls_handshake(host: str, port: int, sec: KafkaSecurityConfig, timeout_s: float) -> None:
+def _tls_handshake(host: str, port: int, security: ClientSecurity, timeout_s: float) -> None:
+    sec = security_section(security)
     context = ssl.create_default_context(cafile=sec.ca_file or None)
     if sec.cert_file:
         context.load_cert_chain(
             str(Path(sec.cert_file).expanduser()),
             str(Path(sec.key_file).expanduser()),
-            password=key_password(sec),
+            password=key_password(security),
         )
     with (
         socket.create_connection((host, port), timeout=timeout_s) as raw,
@@ -52,8 +58,11 @@ def _tls_handshake(host: str, port: int, sec: KafkaSecurityConfig, timeout_s: fl
             raise ConnectionResetError("the broker closed the connection after the handshake")
 
 
-def check_access(bootstrap: str, sec: KafkaSecurityConfig, timeout_s: float = 10.0) -> None:
-    """Connect to the first reachable address of ``bootstrap`` as ``sec`` says.
+def check_access(bootstrap: str, security: ClientSecurity, timeout_s: float = 10.0) -> None:
+    """Connect to the first reachable address of ``bootstrap`` as ``security`` says.
+
+    ``security`` is the config section, or the value the runner resolved once (then
+    no secret is read again here).
 
     Raises:
         BrokerUnavailableError: No address accepts TCP connections.
@@ -62,6 +71,7 @@ def check_access(bootstrap: str, sec: KafkaSecurityConfig, timeout_s: float = 10
     """
     from flinkai.kafka.admin import describe_cluster
 
+    sec = security_section(security)
     listener = describe_listener(sec, bootstrap)
     reachable = []
     for address in bootstrap.split(","):
@@ -77,7 +87,7 @@ def check_access(bootstrap: str, sec: KafkaSecurityConfig, timeout_s: float = 10
     if sec.tls:
         trust = f"ca_file {sec.ca_file}" if sec.ca_file else "the system trust store"
         try:
-            _tls_handshake(host, port, sec, timeout_s)
+            _tls_handshake(host, port, security, timeout_s)
         except ssl.SSLCertVerificationError as e:
             raise KafkaAuthError(
                 f"TLS handshake with the {listener} failed: its certificate is not trusted "
@@ -96,7 +106,7 @@ def check_access(bootstrap: str, sec: KafkaSecurityConfig, timeout_s: float = 10
     if not sec.sasl:
         return
     try:
-        describe_cluster(f"{host}:{port}", timeout_s, security=sec)
+        describe_cluster(f"{host}:{port}", timeout_s, security=security)
     except (BrokerUnavailableError, KafkaAuthError):
         # TCP and TLS worked, so the login is what failed (kafka-python reports it
         # only as a dropped connection): wrong user or password, or mechanism.

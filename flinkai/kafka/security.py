@@ -4,6 +4,11 @@ Flink's Kafka SQL connector takes client settings as ``properties.*`` table opti
 kafka-python (the admin helpers, the preflight probe) takes keyword arguments. Both
 are built from one :class:`~flinkai.config.KafkaSecurityConfig`, with the password
 read through :func:`flinkai.security.read_secret` so it is redacted everywhere.
+
+:func:`resolve_security` makes both renderings at once and reads each secret once;
+the runner resolves a job's security this way before it builds the job and hands the
+one :class:`KafkaSecurity` to every step, as Flink resolves its ``Configuration``
+once. The admin helpers and the probe take either that value or the plain section.
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, TypeAlias
 
 from flinkai.config import KafkaSecurityConfig
 from flinkai.errors import ConfigError
@@ -20,11 +27,16 @@ from flinkai.security import read_secret
 
 __all__ = [
     "SHADED_PREFIX",
+    "ClientSecurity",
+    "KafkaSecurity",
+    "client_options",
     "describe_listener",
     "flink_table_options",
     "key_password",
     "python_client_options",
+    "resolve_security",
     "secure_statement",
+    "security_section",
 ]
 
 #: flink-sql-connector-kafka relocates the Kafka client under this package, so the
@@ -41,25 +53,69 @@ _DIR_PROVIDER = "org.apache.kafka.common.config.provider.DirectoryConfigProvider
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KAFKA_CONNECTOR_RE = re.compile(r"'connector'\s*=\s*'(?:upsert-)?kafka'", re.I)
 _WITH_RE = re.compile(r"\bWITH\s*\(", re.I)
+_PASSWORD = "kafka.security.password"
+_KEY_PASSWORD = "kafka.security.key_password"
+
+
+@dataclass(frozen=True)
+class KafkaSecurity:
+    """``kafka.security`` resolved: every secret read once, both renderings made.
+
+    Attributes:
+        config: The section it was resolved from (listener, user and mechanism for
+            messages; file paths for the TLS handshake).
+        table_options: ``properties.*`` for every Flink Kafka table; secrets appear
+            only as config-provider placeholders.
+        client_options: kafka-python keyword arguments; they hold secret values.
+        key_password: The client key's password, or ``None`` for an unencrypted key.
+        env_names: The variables the job's Kafka clients read secrets from.
+    """
+
+    config: KafkaSecurityConfig
+    table_options: Mapping[str, str] = field(default_factory=dict)
+    client_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    key_password: str | None = field(default=None, repr=False)
+    env_names: tuple[str, ...] = ()
+
+
+#: What the kafka-python helpers take: the section (read on each call) or it resolved.
+ClientSecurity: TypeAlias = KafkaSecurityConfig | KafkaSecurity
+
+
+def security_section(security: ClientSecurity) -> KafkaSecurityConfig:
+    """The config section behind ``security``."""
+    return security.config if isinstance(security, KafkaSecurity) else security
+
+
+def client_options(security: ClientSecurity | None) -> dict[str, Any]:
+    """kafka-python keyword arguments; a resolved value reads no secret again."""
+    if security is None:
+        return {}
+    if isinstance(security, KafkaSecurity):
+        return dict(security.client_options)
+    return python_client_options(security)
 
 
 def _password(sec: KafkaSecurityConfig) -> str:
-    return read_secret("kafka.security.password", sec.password_env, sec.password_file)
+    return read_secret(_PASSWORD, sec.password_env, sec.password_file)
 
 
-def key_password(sec: KafkaSecurityConfig) -> str | None:
+def key_password(sec: ClientSecurity) -> str | None:
     """Password of the encrypted client key, or ``None`` for an unencrypted one."""
+    if isinstance(sec, KafkaSecurity):
+        return sec.key_password
     if not (sec.key_password_env or sec.key_password_file):
         return None
-    return read_secret("kafka.security.key_password", sec.key_password_env, sec.key_password_file)
+    return read_secret(_KEY_PASSWORD, sec.key_password_env, sec.key_password_file)
 
 
 def _jaas_quote(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def describe_listener(sec: KafkaSecurityConfig, bootstrap: str) -> str:
+def describe_listener(security: ClientSecurity, bootstrap: str) -> str:
     """``SASL_SSL listener at host:port (SCRAM-SHA-512, user alice)``: for error messages."""
+    sec = security_section(security)
     text = f"{sec.protocol} listener at {bootstrap}"
     if sec.sasl:
         text += f" ({sec.sasl_mechanism}, user {sec.username})"
@@ -77,9 +133,11 @@ class _References:
     """
 
     def __init__(self, shaded_prefix: str) -> None:
-        self._prefix = shaded_prefix
-        self._env: list[str] = []
+        self.prefix = shaded_prefix
+        self.env: list[str] = []
         self._dirs: list[str] = []
+        #: config field -> the secret read for it, for the kafka-python rendering
+        self.values: dict[str, str] = {}
 
     def secret(self, what: str, env_name: str, file_path: str) -> str:
         """Placeholder for the secret in ``file_path``, else in ``$env_name``.
@@ -92,7 +150,7 @@ class _References:
                 as a placeholder (a ``:`` or brace in the path, an odd variable name),
                 or the file ends with a line break, which the Kafka client would keep.
         """
-        read_secret(what, env_name, file_path)
+        self.values[what] = read_secret(what, env_name, file_path)
         if file_path:
             path = Path(file_path).expanduser().absolute()
             if path.read_bytes().endswith((b"\n", b"\r")):
@@ -104,8 +162,8 @@ class _References:
             return self.file(what, path)
         if not _ENV_NAME_RE.fullmatch(env_name):
             raise ConfigError(f"{what}: {env_name!r} is not an environment variable name")
-        if env_name not in self._env:
-            self._env.append(env_name)
+        if env_name not in self.env:
+            self.env.append(env_name)
         return f"${{env:{env_name}}}"
 
     def file(self, what: str, path: Path) -> str:
@@ -124,14 +182,14 @@ class _References:
         """``properties.config.providers*`` options for the placeholders made so far."""
         out: dict[str, str] = {}
         names = []
-        if self._env:
+        if self.env:
             names.append("env")
-            out["properties.config.providers.env.class"] = self._prefix + _ENV_PROVIDER
-            alternatives = "|".join(self._env)
+            out["properties.config.providers.env.class"] = self.prefix + _ENV_PROVIDER
+            alternatives = "|".join(self.env)
             out["properties.config.providers.env.param.allowlist.pattern"] = f"^({alternatives})$"
         if self._dirs:
             names.append("dir")
-            out["properties.config.providers.dir.class"] = self._prefix + _DIR_PROVIDER
+            out["properties.config.providers.dir.class"] = self.prefix + _DIR_PROVIDER
             out["properties.config.providers.dir.param.allowed.paths"] = ",".join(self._dirs)
         if names:
             out["properties.config.providers"] = ",".join(names)
@@ -152,12 +210,38 @@ def flink_table_options(
     """
     if sec.protocol == "PLAINTEXT":
         return {}
+    return _table_options(sec, _References(shaded_prefix))
+
+
+def resolve_security(sec: KafkaSecurityConfig, shaded_prefix: str = SHADED_PREFIX) -> KafkaSecurity:
+    """Both renderings of ``sec``, each secret read (and checked) once.
+
+    Raises:
+        ConfigError: As :func:`flink_table_options`: a secret reference does not
+            resolve here, or cannot be passed by reference.
+    """
+    if sec.protocol == "PLAINTEXT":
+        return KafkaSecurity(sec)
     refs = _References(shaded_prefix)
+    table = _table_options(sec, refs)
+    password, key_pw = refs.values.get(_PASSWORD), refs.values.get(_KEY_PASSWORD)
+    return KafkaSecurity(
+        config=sec,
+        table_options=MappingProxyType(table),
+        client_options=MappingProxyType(_client_options(sec, password, key_pw)),
+        key_password=key_pw,
+        env_names=tuple(refs.env),
+    )
+
+
+def _table_options(sec: KafkaSecurityConfig, refs: _References) -> dict[str, str]:
+    """The options of a secured ``sec``; the secrets read land in ``refs.values``."""
+    shaded_prefix = refs.prefix
     out: dict[str, str] = {"properties.security.protocol": sec.protocol}
     if sec.sasl:
         module = shaded_prefix + _LOGIN_MODULES[sec.sasl_mechanism]
-        password = refs.secret("kafka.security.password", sec.password_env, sec.password_file)
-        if any(c in _password(sec) for c in '"\\'):
+        password = refs.secret(_PASSWORD, sec.password_env, sec.password_file)
+        if any(c in refs.values[_PASSWORD] for c in '"\\'):
             # The client puts the resolved value inside the quotes of the JAAS line
             # unescaped, so these two characters would break (or alter) it.
             raise ConfigError(
@@ -190,7 +274,7 @@ def flink_table_options(
         out["properties.ssl.keystore.key"] = refs.file("kafka.security.key_file", key)
         if sec.key_password_env or sec.key_password_file:
             out["properties.ssl.key.password"] = refs.secret(
-                "kafka.security.key_password", sec.key_password_env, sec.key_password_file
+                _KEY_PASSWORD, sec.key_password_env, sec.key_password_file
             )
     out.update(refs.options())
     return out
@@ -230,20 +314,28 @@ def python_client_options(sec: KafkaSecurityConfig) -> dict[str, Any]:
     """kafka-python keyword arguments (``security_protocol``, ``sasl_*``, ``ssl_*``)."""
     if sec.protocol == "PLAINTEXT":
         return {}
+    password = _password(sec) if sec.sasl else None
+    key_pw = key_password(sec) if sec.tls and sec.cert_file else None
+    return _client_options(sec, password, key_pw)
+
+
+def _client_options(
+    sec: KafkaSecurityConfig, password: str | None, key_pw: str | None
+) -> dict[str, Any]:
+    """kafka-python keyword arguments of a secured ``sec``, from secrets already read."""
     out: dict[str, Any] = {"security_protocol": sec.protocol}
     if sec.sasl:
         out["sasl_mechanism"] = sec.sasl_mechanism
         out["sasl_plain_username"] = sec.username
-        out["sasl_plain_password"] = _password(sec)
+        out["sasl_plain_password"] = password
     if sec.tls:
         if sec.ca_file:
             out["ssl_cafile"] = str(Path(sec.ca_file).expanduser())
         if sec.cert_file:
             out["ssl_certfile"] = str(Path(sec.cert_file).expanduser())
             out["ssl_keyfile"] = str(Path(sec.key_file).expanduser())
-            password = key_password(sec)
-            if password is not None:
-                out["ssl_password"] = password
+            if key_pw is not None:
+                out["ssl_password"] = key_pw
     return out
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from flinkai.config import Config
 from flinkai.errors import FlinkAIError, SetupError
-from flinkai.kafka.security import secure_statement
+from flinkai.kafka.security import KafkaSecurity, secure_statement
 from flinkai.runtime.environment import Target, create_table_env, flink_settings
 from flinkai.runtime.errors import JobFailedError, ScriptError
 from flinkai.runtime.guarantees import check_delivery, kafka_tables
@@ -42,11 +42,7 @@ from flinkai.runtime.script import (
     parse_set,
     substitute,
 )
-from flinkai.runtime.security import (
-    check_jvm_environment,
-    check_kafka_logins,
-    kafka_table_options,
-)
+from flinkai.runtime.security import check_jvm_environment, check_kafka_logins, job_security
 from flinkai.security import redact
 
 __all__ = ["RunOptions", "RunResult", "default_udf_dirs", "load_script", "run_script"]
@@ -267,7 +263,7 @@ def _check_udf(
 
 
 def _check_guarantees(
-    script: Script, settings: dict[str, str], options: RunOptions, config: Config
+    script: Script, settings: dict[str, str], options: RunOptions, security: KafkaSecurity
 ) -> None:
     broker_max: int | None = None
     sinks = [
@@ -280,7 +276,7 @@ def _check_guarantees(
 
         bootstrap = sinks[0].options.get("properties.bootstrap.servers", "")
         value = (
-            broker_config(bootstrap, "transaction.max.timeout.ms", security=config.kafka.security)
+            broker_config(bootstrap, "transaction.max.timeout.ms", security=security)
             if bootstrap
             else None
         )
@@ -332,13 +328,14 @@ def run_script(
         if str(d) not in sys.path:
             sys.path.insert(0, str(d))
     jars = _preflight(script, options)
+    # resolved once, before the job is built; every step below gets this one value
+    security = job_security(config)
     if options.probe_kafka:
-        check_kafka_logins(script, config)
-    secure = kafka_table_options(config)
+        check_kafka_logins(script, security)
     if options.target.is_local and not options.explain:
-        check_jvm_environment(config)
+        check_jvm_environment(security)
     settings = flink_settings(config, jars, list(udf_dirs), options.target)
-    _check_guarantees(script, settings, options, config)
+    _check_guarantees(script, settings, options, security)
     started = time.monotonic()
     t_env = create_table_env(settings)
     statement_set = t_env.create_statement_set()
@@ -363,7 +360,7 @@ def run_script(
                 _apply_operator(script, stmt, t_env, udf_dirs)
             else:
                 # security options join each Kafka table only here, never the script
-                t_env.execute_sql(secure_statement(stmt.text, secure))
+                t_env.execute_sql(secure_statement(stmt.text, security.table_options))
         except FlinkAIError:
             raise
         except Exception as e:  # Py4J surfaces every Java error as some Exception subclass

@@ -81,7 +81,7 @@ def _imported_modules(*argv: str) -> tuple[str, set[str]]:
 def test_help_does_not_import_the_benchmarks() -> None:
     stdout, imported = _imported_modules("--help")
     assert "bench" in stdout  # the command is listed, its package is not loaded
-    assert "flinkai.cli.main" in imported  # the profile is read right
+    assert "flinkai.cli.main" in imported  # the module list is read right
     assert not {m for m in imported if m.split(".")[0] == "flinkai_bench"}
 
 

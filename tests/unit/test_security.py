@@ -13,11 +13,17 @@ from flinkai.config import Config, KafkaSecurityConfig, load_config
 from flinkai.errors import ConfigError
 from flinkai.kafka.security import (
     SHADED_PREFIX,
+    KafkaSecurity,
+    client_options,
+    describe_listener,
     flink_table_options,
+    key_password,
     python_client_options,
+    resolve_security,
     secure_statement,
 )
 from flinkai.runtime.environment import Target, flink_settings
+from flinkai.runtime.security import job_security, kafka_table_options
 from flinkai.security import REDACTED, Redactor, read_secret, redact
 from tests.integration.canary import leaks
 
@@ -181,6 +187,56 @@ def test_python_client_options(monkeypatch: pytest.MonkeyPatch) -> None:
         "ssl_cafile": "/etc/ca.pem",
     }
     assert python_client_options(KafkaSecurityConfig()) == {}
+
+
+def test_security_resolved_once_needs_no_secret_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As the runner resolves a job's security: both renderings from one read of each secret.
+    key, cert = tmp_path / "client.key", tmp_path / "client.pem"
+    key.write_text("-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n")
+    cert.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    monkeypatch.setenv("T_SEC_PW", CANARY)
+    monkeypatch.setenv("T_KEY_PW", CANARY[::-1])
+    sec = KafkaSecurityConfig(
+        protocol="SASL_SSL",
+        sasl_mechanism="SCRAM-SHA-512",
+        username="alice",
+        password_env="T_SEC_PW",
+        ca_file="/etc/ca.pem",
+        cert_file=str(cert),
+        key_file=str(key),
+        key_password_env="T_KEY_PW",
+    )
+    resolved = resolve_security(sec)
+    assert dict(resolved.table_options) == flink_table_options(sec)
+    assert dict(resolved.client_options) == python_client_options(sec)
+    assert resolved.env_names == ("T_SEC_PW", "T_KEY_PW")  # what the JVM check compares
+    assert leaks(CANARY, {"repr": repr(resolved)}) == []
+    assert leaks(CANARY[::-1], {"repr": repr(resolved)}) == []
+    # later steps read the value, not the environment: it may change meanwhile
+    monkeypatch.delenv("T_SEC_PW")
+    monkeypatch.delenv("T_KEY_PW")
+    assert client_options(resolved)["sasl_plain_password"] == CANARY
+    assert key_password(resolved) == CANARY[::-1]
+    assert describe_listener(resolved, "h:9093") == describe_listener(sec, "h:9093")
+    with pytest.raises(ConfigError, match="T_SEC_PW is empty or unset"):
+        client_options(sec)  # the section alone reads the secret again
+
+
+def test_job_security_of_a_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert job_security(Config()) == KafkaSecurity(KafkaSecurityConfig())  # PLAINTEXT: nothing
+    assert client_options(None) == {} and client_options(job_security(Config())) == {}
+    secret = tmp_path / "password"
+    secret.write_text(CANARY)
+    by_file = dict(_scram().__dict__, password_file=str(secret))
+    config = Config().with_overrides(kafka={"security": by_file})
+    resolved = job_security(config)
+    assert resolved.env_names == ()  # a file reference: no variable for the JVM to miss
+    assert dict(resolved.table_options) == kafka_table_options(config)
+    monkeypatch.setenv("T_SEC_PW", 'pa"ss')  # resolution checks what the table options need
+    with pytest.raises(ConfigError, match="double quote"):
+        job_security(Config().with_overrides(kafka={"security": _scram().__dict__}))
 
 
 def test_secure_statement_adds_options_to_kafka_tables_only() -> None:
