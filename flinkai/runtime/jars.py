@@ -15,6 +15,7 @@ from pathlib import Path
 
 from flinkai.errors import SetupError
 from flinkai.paths import jars_dir, package_dir
+from flinkai.staging import staged_dir
 
 __all__ = [
     "JAR_KINDS",
@@ -75,28 +76,19 @@ def resolve_jars(kind: str, force: bool = False) -> list[Path]:
     if mvn is None:
         raise SetupError("Maven (mvn) is not on PATH; it is needed once to fetch the jars")
     target = jars_dir(kind)
-    # Resolve into a sibling temp folder and swap it in, so an interrupted run never
+    # Resolve into a sibling staging folder and swap it in, so an interrupted run never
     # leaves a half-filled jar folder that later looks complete.
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{kind}-", dir=target.parent))
-    with tempfile.TemporaryDirectory(prefix="flinkai-mvn-") as build:
-        pom = Path(build) / "pom.xml"
-        shutil.copyfile(package_dir() / "jvm" / "pom.xml", pom)
-        cmd = [mvn, "-q", "-B", f"-P{kind}", "package", f"-DoutputDir={staging}"]
-        log.info("resolving %s jars with Maven ...", kind)
-        proc = subprocess.run(cmd, cwd=build, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
-        raise SetupError(f"Maven failed to resolve the {kind} jars:\n{tail}")
-    try:
-        verify_pinned(sorted(staging.glob("*.jar")))
-    except SetupError:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if target.exists():
-        shutil.rmtree(target)
-    staging.rename(target)
+    with staged_dir(target, prefix=f".{kind}-") as stage:
+        with tempfile.TemporaryDirectory(prefix="flinkai-mvn-") as build:
+            pom = Path(build) / "pom.xml"
+            shutil.copyfile(package_dir() / "jvm" / "pom.xml", pom)
+            cmd = [mvn, "-q", "-B", f"-P{kind}", "package", f"-DoutputDir={stage.path}"]
+            log.info("resolving %s jars with Maven ...", kind)
+            proc = subprocess.run(cmd, cwd=build, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-20:])
+            raise SetupError(f"Maven failed to resolve the {kind} jars:\n{tail}")
+        verify_pinned(sorted(stage.path.glob("*.jar")))
     return find_jars(kind)
 
 

@@ -15,7 +15,6 @@ without the bench noticing a changed value).
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +30,7 @@ from flinkai.models.artifacts import (
     write_manifest,
 )
 from flinkai.models.errors import ArtifactError
+from flinkai.staging import staged_dir
 
 __all__ = ["NULL_MODEL_NAME", "build_null_model", "null_vector"]
 
@@ -86,9 +86,8 @@ def build_null_model(source: ModelArtifacts, dest: Path) -> ModelArtifacts:
     from flinkai.models.export import write_triton_repository
 
     dest = Path(dest)
-    with tempfile.TemporaryDirectory(prefix=".null-", dir=dest.parent) as tmp:
-        work = Path(tmp) / "model"
-        work.mkdir()
+    with staged_dir(dest, prefix=".null-") as stage:
+        work = stage.path
         (work / MODEL_FILE).write_bytes(_graph_bytes(source.dim))
         shutil.copy2(source.tokenizer_path, work / TOKENIZER_FILE)
         write_triton_repository(work, NULL_MODEL_NAME, source.dim, "cpu")
@@ -105,9 +104,6 @@ def build_null_model(source: ModelArtifacts, dest: Path) -> ModelArtifacts:
             extra={"pooling": "none", "normalized": False},
         )
         write_manifest(work, manifest)
-        if dest.exists():
-            shutil.rmtree(dest)
-        work.rename(dest)
     from flinkai.config import ModelConfig
 
     return load_artifacts(

@@ -11,6 +11,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from flinkai.staging import fsync_dir
+
 __all__ = ["CHUNK_BYTES", "chunks", "fsync_dir", "makedirs_durable", "sha256_file", "write_durable"]
 
 #: Read and write unit for model files (1 MiB).
@@ -35,14 +37,6 @@ def write_durable(path: Path, data: bytes) -> None:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def makedirs_durable(path: Path) -> None:

@@ -23,7 +23,6 @@ from flinkai.config import RegistryConfig
 from flinkai.errors import FlinkAIError
 from flinkai.models.artifacts import MANIFEST_FILE, read_manifest
 from flinkai.models.registry.durable import chunks as _chunks
-from flinkai.models.registry.durable import fsync_dir as _fsync_dir
 from flinkai.models.registry.durable import makedirs_durable as _makedirs_durable
 from flinkai.models.registry.durable import sha256_file as _sha256
 from flinkai.models.registry.durable import write_durable as _write_durable
@@ -44,6 +43,7 @@ from flinkai.models.registry.manifest import (
     VersionManifest,
 )
 from flinkai.paths import cache_root
+from flinkai.staging import staged_dir, staged_file
 
 __all__ = [
     "CRASH_POINTS",
@@ -335,9 +335,15 @@ class ModelRegistry:
         _makedirs_durable(versions)
         with self._locked(name, say):
             self._clean_debris(name)
-            tmp = versions / f"{TMP_PREFIX}{uuid.uuid4().hex}"
-            tmp.mkdir()
-            try:
+            reused: PublishedModel | None = None
+            # The staging folder is versions/.tmp-*: _clean_debris removes a crash's leftover.
+            with staged_dir(
+                parent=versions,
+                prefix=TMP_PREFIX,
+                replace=False,
+                before_rename=lambda: self._crash("before_rename"),
+            ) as stage:
+                tmp = stage.path
                 files = self._write_files(tmp, entries, say)
                 exported = _check_artifact_manifest(tmp, files) if check_artifacts else None
                 # An exported model keeps its own version, so rows are stamped alike with
@@ -346,36 +352,27 @@ class ModelRegistry:
                 target = versions / version
                 if target.exists():
                     reused = self._reuse_existing(name, version, files, say)
-                    if reused is not None:
-                        shutil.rmtree(tmp)
-                        self._swap_pointer(name, reused)
-                        say(f"{reused.model_version} already published; now current")
-                        return reused
-                manifest = VersionManifest(
-                    name=name,
-                    version=version,
-                    sequence=self._next_sequence(name),
-                    created_at=_now(),
-                    files=files,
-                    metadata=dict(metadata or {}),
-                )
-                _write_durable(tmp / REGISTRY_MANIFEST, manifest.to_json().encode("utf-8"))
-                self._crash("before_fsync")
-                # The directory entries (file names) are durable only after the folder
-                # itself is fsynced; deepest first, so each parent records its children.
-                for folder in sorted(
-                    (p for p in tmp.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)
-                ):
-                    _fsync_dir(folder)
-                _fsync_dir(tmp)
-                self._crash("before_rename")
-                os.rename(tmp, target)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            # The rename is durable only once versions/ is fsynced; CURRENT must not
-            # point at a folder that could vanish on power loss.
-            _fsync_dir(versions)
+                if reused is not None:
+                    stage.discard()
+                else:
+                    manifest = VersionManifest(
+                        name=name,
+                        version=version,
+                        sequence=self._next_sequence(name),
+                        created_at=_now(),
+                        files=files,
+                        metadata=dict(metadata or {}),
+                    )
+                    _write_durable(tmp / REGISTRY_MANIFEST, manifest.to_json().encode("utf-8"))
+                    self._crash("before_fsync")
+                    # On the way out: every file and folder fsynced, the rename, and
+                    # versions/ fsynced (CURRENT must not point at a folder that could
+                    # vanish on power loss).
+                    stage.target = target
+            if reused is not None:
+                self._swap_pointer(name, reused)
+                say(f"{reused.model_version} already published; now current")
+                return reused
             self._crash("before_pointer_swap")
             published = PublishedModel(name, version, target, manifest)
             self._swap_pointer(name, published)
@@ -557,14 +554,17 @@ class ModelRegistry:
             generation=generation,
             published_at=_now(),
         )
-        tmp = model_dir / f"{POINTER_FILE}.tmp"
-        tmp.unlink(missing_ok=True)
-        _write_durable(tmp, pointer.to_json().encode("utf-8"))
-        self._crash("before_pointer_rename")
-        os.replace(tmp, model_dir / POINTER_FILE)
+        # A fixed staging name, so _clean_debris finds a crash's leftover. The parent is
+        # fsynced after the rename: power loss cannot bring back the old CURRENT after
+        # callers were told.
+        with staged_file(
+            model_dir / POINTER_FILE,
+            name=f"{POINTER_FILE}.tmp",
+            before_rename=lambda: self._crash("before_pointer_rename"),
+        ) as stage:
+            stage.path.unlink(missing_ok=True)
+            _write_durable(stage.path, pointer.to_json().encode("utf-8"))
         self._crash("after_pointer_swap")
-        # Without this, power loss could bring back the old CURRENT after callers were told.
-        _fsync_dir(model_dir)
 
     def _verify(
         self, folder: Path, manifest: VersionManifest, digest: str, mode: VerifyMode
