@@ -7,14 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from flinkai.datasets import datasets_dir
 from flinkai.errors import SetupError
 from flinkai.kafka.broker import LocalKafka
 from flinkai.models.artifacts import ModelArtifacts
 from flinkai.rag.server import ChromaServer
 from flinkai.testing import start_session_broker, unique_topic
 
-#: Datasets shared between checkouts (``<repo>/../shared/datasets``); may be absent.
-SHARED_DATASETS = Path(__file__).resolve().parent.parent / "shared" / "datasets"
+#: Datasets shared between checkouts (``$FLINKAI_DATASETS_DIR`` or
+#: ``<repo>/../shared/datasets``); may be absent.
+SHARED_DATASETS = datasets_dir()
 
 
 @pytest.fixture(scope="session")
@@ -76,7 +78,7 @@ def topic(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def shared_datasets() -> Path:
-    """``<repo>/../shared/datasets``; skips the test when that folder is absent."""
+    """The shared data sets (:func:`flinkai.datasets.datasets_dir`); skips when absent."""
     if not SHARED_DATASETS.is_dir():
         pytest.skip(f"shared datasets not found at {SHARED_DATASETS}")
     return SHARED_DATASETS

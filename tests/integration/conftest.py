@@ -9,9 +9,10 @@ import pytest
 from flinkai.anomaly.nab import require_nab_folder
 from flinkai.anomaly.spec import ModelSpec
 from flinkai.anomaly.train import TrainOptions, train_model
+from flinkai.datasets import datasets_dir
 
 #: NAB in its layout (``data/<group>/*.csv``, ``combined_windows.json``), as CI has it.
-SHARED_NAB = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "nab"
+SHARED_NAB = datasets_dir() / "nab"
 
 
 @pytest.fixture(scope="session")
