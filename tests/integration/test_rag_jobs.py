@@ -10,7 +10,7 @@ One unbounded ingest job is shared by the module (module-scoped fixture):
    the job from the last checkpoint and replays into the index.
 
 The final index is then compared, exactly, with the fold of the whole topic
-(:func:`flinkai.functions.doc_state.fold_documents`): documents, versions with
+(:func:`flinkai.testing.rag_index.fold_documents`): documents, versions with
 tombstones, and every chunk id. rag_answer.sql runs bounded twice: on an empty
 collection (``retrieve`` returns empty arrays, the answer is the fixed no-passages
 one) and on the filled one, where each question is answered by the real SmolLM2 ONNX
@@ -37,7 +37,6 @@ import pytest
 
 from flinkai.config import Config, load_config
 from flinkai.functions.doc_events import MAX_DOCUMENT_BYTES, DocEvent, parse_doc_event
-from flinkai.functions.doc_state import ExpectedIndex, diff_index, fold_documents
 from flinkai.functions.llm import LlmCompleteFunction, load_prompt_model
 from flinkai.functions.rag_answer import NO_PASSAGES_ANSWER, Passage, RagAnswerFunction
 from flinkai.functions.retrieve import Retriever
@@ -52,6 +51,7 @@ from flinkai.rag.chroma import ChromaIndex
 from flinkai.rag.server import ChromaServer
 from flinkai.runtime.cluster import FlinkRest
 from flinkai.runtime.runner import RunOptions, RunResult, run_script
+from flinkai.testing.rag_index import ExpectedIndex, diff_index, fold_documents
 
 from .llm import require_decoder
 from .streaming import (

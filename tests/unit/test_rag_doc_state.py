@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from flinkai.config import RagConfig
-from flinkai.functions.doc_state import diff_index, fold_documents
+from flinkai.testing.rag_index import diff_index, fold_documents
 
 T0 = 1764576000000
 RAG = RagConfig(chunk_words=4, chunk_overlap_words=1)

@@ -1,4 +1,4 @@
-"""The index state a documents topic implies, and the differences from a real index.
+"""Test support for RAG jobs: the index a documents topic implies, and its diff from a real one.
 
 ``rag_ingest.sql`` promises that once it has read the topic up to some offsets, the
 index equals the fold of those records under the version guard: per document, the
