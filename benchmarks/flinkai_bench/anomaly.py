@@ -62,13 +62,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import pickle
 import platform
 import sys
 import time
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +90,7 @@ from flinkai.anomaly.contextual import (
     CadModel,
     CadSeriesDetector,
 )
-from flinkai.anomaly.detector import DetectorConfig, PointRejected, SeriesDetector
+from flinkai.anomaly.detector import DetectorConfig
 from flinkai.anomaly.errors import DetectorInputError, NabDataError
 from flinkai.anomaly.features import ScorerConfig
 from flinkai.anomaly.keyed import new_detector, restore_detector
@@ -126,6 +126,7 @@ from flinkai_bench.research.anomaly.baselines import (
     StreamingDetector,
     ZScore,
 )
+from flinkai_bench.research.anomaly.keyed import ValueKeyDetector, ValueModel
 from flinkai_bench.research.anomaly.logo import logo_select
 from flinkai_bench.research.anomaly.nab_score import (
     PROFILES,
@@ -218,51 +219,56 @@ def _bounded(raw: float) -> float:
     return raw / (1.0 + raw) if raw >= 0 else 0.0
 
 
-def _series_detector(
-    name: str, series: NabSeries, max_contexts: int
-) -> CadDetector | ProbationRangeCad:
+def _series_model(name: str, series: NabSeries, max_contexts: int) -> ValueModel:
+    """A ``cad*`` row's detector for one file: NAB's range, or one learnt in its probation."""
     probation = probationary_length(len(series.values))
     cap = max_contexts if name.endswith("_capped") else 0
     if name in ("cad", "cad_capped"):
         values = series.values
-        return CadDetector(CadConfig.for_nab(values.min(), values.max(), probation, cap))
-    return ProbationRangeCad(probation, nab_rest_period(probation), cap)
-
-
-def _restorer(
-    det: CadDetector | ProbationRangeCad,
-) -> Callable[[Mapping[str, Any]], CadDetector | ProbationRangeCad]:
-    """Rebuilds ``det``'s kind, with its settings, from an unpickled snapshot."""
-    if isinstance(det, CadDetector):
-        config = det.config
-        return lambda state: CadDetector.from_snapshot(state, config)
-    probation, rest, cap = det.probation, det.rest_period, det.max_contexts
-    return lambda state: ProbationRangeCad.from_snapshot(state, probation, rest, cap)
+        config = CadConfig.for_nab(values.min(), values.max(), probation, cap)
+        return ValueModel(
+            name, lambda: CadDetector(config), partial(CadDetector.from_snapshot, config=config)
+        )
+    rest = nab_rest_period(probation)
+    return ValueModel(
+        name,
+        lambda: ProbationRangeCad(probation, rest, cap),
+        lambda state: ProbationRangeCad.from_snapshot(state, probation, rest, cap),
+    )
 
 
 def _run_series_detector(
     run: DetectorRun, data: Mapping[str, NabSeries], max_contexts: int
 ) -> DetectorRun:
     for key, s in data.items():
-        det = _series_detector(run.name, s, max_contexts)
-        score_with_round_trips(run, key, s.values, det, _restorer(det), _ROUND_TRIP_EVERY)
+        model = _series_model(run.name, s, max_contexts)
+        restore = partial(ValueKeyDetector.from_snapshot, model=model)
+        rows = range(len(s.values))  # the row as the time: NAB scores rows in file order
+        det = ValueKeyDetector(model)
+        score_with_round_trips(run, key, rows, s.values, det, restore, _ROUND_TRIP_EVERY)
+        run.native[key] = run.scores[key].copy()
     return run
 
 
-def _run_keyed(
+def _run_operator_model(
     run: DetectorRun,
-    model: ZScoreModel,
     data: Mapping[str, NabSeries],
-    operator_scorer: ScorerConfig | None,
+    model: Any,
+    config: DetectorConfig,
+    every: int = 1,
 ) -> DetectorRun:
-    """A statistical detector through the operator's per-key code, state pickled per point."""
+    """An operator model through the operator's per-key code (:mod:`flinkai.anomaly.keyed`),
+    its state round trip at every ``every``-th point (1: every point, as the job does).
+
+    ``native`` is the detector's own output before the scorer (``last_error``).
+    """
     run.model_version = model.model_version
-    config = DetectorConfig(model=ZSCORE_MODEL)
-    if operator_scorer is not None:
-        config = DetectorConfig(model=ZSCORE_MODEL, scorer=operator_scorer)
     for key, s in data.items():
-        blob = pickle.dumps(new_detector(model, config).snapshot())
-        _round_trips(run, key, s, blob, lambda state: restore_detector(state, model, config))
+        det = new_detector(model, config)
+        restore = partial(restore_detector, model=model, config=config)
+        stamps = timestamps_ms(s).tolist()
+        _, errors = score_with_round_trips(run, key, stamps, s.values, det, restore, every)
+        run.native[key] = errors
     return run
 
 
@@ -279,7 +285,8 @@ def _run_cad_operator(
     Every ``every``-th point (100 unless ``--round-trip-every``) goes through the state
     round trip (snapshot, pickle, unpickle, rebuild) and is timed as an operator step,
     its pickled state size noted; a round trip at every point gives the same scores
-    (tests/unit/test_anomaly_contextual.py).
+    (tests/unit/test_anomaly_contract.py). ``native`` is the final score (CAD's is
+    its own); ``cad_raw`` CAD's raw score before the rest period.
     """
     for key, s in data.items():
         if learnt:
@@ -288,58 +295,17 @@ def _run_cad_operator(
             model = CadModel(float(s.values.min()), float(s.values.max()), max_contexts)
         config = DetectorConfig(model=CAD_MODEL, threshold=model.threshold)
         run.model_version = model.model_version.split("-r", 1)[0]
-        det = CadSeriesDetector(model, config)
-        out = np.zeros(len(s.values))
-        raw = np.zeros(len(s.values))
+        restore = partial(restore_detector, model=model, config=config)
         stamps = timestamps_ms(s).tolist()
-        for i, (ts, v) in enumerate(zip(stamps, s.values.tolist(), strict=True)):
-            t0 = time.perf_counter()
-            if i % every == 0:
-                blob = pickle.dumps(det.snapshot())
-                det = CadSeriesDetector.from_snapshot(pickle.loads(blob), model, config)
-                run.state_bytes = max(run.state_bytes or 0, len(blob))
-            try:
-                out[i] = det.update(int(ts), float(v)).score
-                raw[i] = det.last_error or 0.0
-            except PointRejected:
-                run.rejected += 1
-            (run.operator_ms if i % every == 0 else run.step_ms).append(
-                (time.perf_counter() - t0) * 1000
-            )
-        run.state_bytes = max(run.state_bytes or 0, len(pickle.dumps(det.snapshot())))
-        run.scores[key] = out
-        run.native[key] = out.copy()
-        run.cad_raw[key] = raw
+        det, raw = score_with_round_trips(
+            run, key, stamps, s.values, new_detector(model, config), restore, every
+        )
+        run.native[key] = run.scores[key].copy()
+        run.cad_raw[key] = np.nan_to_num(raw, nan=0.0)
+        assert isinstance(det, CadSeriesDetector)
         if isinstance(det.cad, GrowingRangeCad):
             run.regrowths[key] = det.cad.regrowths
     return run
-
-
-def _round_trips(
-    run: DetectorRun, key: str, s: NabSeries, blob: bytes, restore: Callable[[Any], Any]
-) -> None:
-    """Score ``s`` as the operator does: restore the key's pickled state, update, snapshot.
-
-    Each point's time (restore, update, snapshot) goes to ``run.operator_ms``; the
-    largest pickled state to ``run.state_bytes``.
-    """
-    out = np.zeros(len(s.values))
-    native = np.full(len(s.values), np.nan)
-    for i, (ts, v) in enumerate(zip(timestamps_ms(s).tolist(), s.values.tolist(), strict=True)):  # fmt: skip
-        t0 = time.perf_counter()
-        det = restore(pickle.loads(blob))
-        try:
-            out[i] = det.update(int(ts), float(v)).score
-            if det.last_error is not None:
-                native[i] = det.last_error
-        except PointRejected:
-            # The job dead-letters such a point; here it scores 0 (no detection).
-            run.rejected += 1
-        blob = pickle.dumps(det.snapshot())
-        run.operator_ms.append((time.perf_counter() - t0) * 1000)
-    run.state_bytes = max(run.state_bytes or 0, len(blob))
-    run.scores[key] = out
-    run.native[key] = native
 
 
 def _run_ensemble(
@@ -384,22 +350,19 @@ def run_detector(
         cap = cad_max_contexts or DEFAULT_MAX_CONTEXTS  # the operator's own default
         return _run_cad_operator(run, data, cap, round_trip_every, name == "cad_learnt_operator")
     if name in OPERATOR_DETECTORS:
-        return _run_keyed(run, ZScoreModel(), data, operator_scorer)
+        config = DetectorConfig(model=ZSCORE_MODEL)
+        if operator_scorer is not None:
+            config = DetectorConfig(model=ZSCORE_MODEL, scorer=operator_scorer)
+        return _run_operator_model(run, data, ZScoreModel(), config)
     if name in _NEURAL:
         folder = (models_root or anomaly_models_dir()) / name
         try:
             model = StepModel(folder)
         except Exception as e:
             raise SetupError(f"{name}: {e}") from e
-        run.model_version = model.model_version
         timed: Any = _TimedStep(model, run.step_ms)
         config = DetectorConfig(model=str(folder), scorer=operator_scorer or ScorerConfig())
-        for key, s in data.items():
-            blob = pickle.dumps(SeriesDetector(timed, config).snapshot())
-            _round_trips(
-                run, key, s, blob, lambda state: SeriesDetector.from_snapshot(state, timed, config)
-            )
-        return run
+        return _run_operator_model(run, data, timed, config)
     if name in SERIES_DETECTORS:
         return _run_series_detector(run, data, cad_max_contexts or CAD_MAX_CONTEXTS)
     factory = _BASELINES.get(name) or _GATED[name]

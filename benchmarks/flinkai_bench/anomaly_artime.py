@@ -35,12 +35,14 @@ from flinkai_bench.research.anomaly.artime import (
     ArtimeConfig,
     ArtimeDetector,
 )
+from flinkai_bench.research.anomaly.keyed import ValueKeyDetector, ValueModel
 
 __all__ = [
     "ARTIME_DETECTORS",
     "ArtimeBench",
     "artime_config",
     "artime_logo",
+    "artime_model",
     "format_artime_logo",
     "run_artime",
 ]
@@ -94,15 +96,27 @@ def artime_config(
     )
 
 
+def artime_model(name: str, config: ArtimeConfig) -> ValueModel:
+    """Row ``name``'s detector for one file as a research :class:`ValueModel`."""
+    return ValueModel(
+        name, partial(ArtimeDetector, config), partial(ArtimeDetector.from_snapshot, config=config)
+    )
+
+
 def run_artime(
     run: DetectorRun, data: Mapping[str, NabSeries], bench: ArtimeBench, every: int
 ) -> DetectorRun:
     """Score every series with row ``run.name``; see the module docstring."""
     for key, s in data.items():
-        config = artime_config(run.name, s.values, bench)
-        restore = partial(ArtimeDetector.from_snapshot, config=config)
-        det = score_with_round_trips(run, key, s.values, ArtimeDetector(config), restore, every)
-        run.categories[key] = det.categories
+        model = artime_model(run.name, artime_config(run.name, s.values, bench))
+        restore = partial(ValueKeyDetector.from_snapshot, model=model)
+        rows = range(len(s.values))  # the row as the time: NAB scores rows in file order
+        det, _ = score_with_round_trips(
+            run, key, rows, s.values, ValueKeyDetector(model), restore, every
+        )
+        run.native[key] = run.scores[key].copy()
+        assert isinstance(det, ValueKeyDetector) and isinstance(det.inner, ArtimeDetector)
+        run.categories[key] = det.inner.categories
     return run
 
 

@@ -43,10 +43,11 @@ from flinkai.anomaly.cad_growing import (
     GrowingRangeCad,
     GrowingRangeConfig,
 )
+from flinkai.anomaly.contract import KeyDetector, PointScore, check_point
 from flinkai.anomaly.errors import DetectorInputError
 
 if TYPE_CHECKING:
-    from flinkai.anomaly.detector import DetectorConfig, PointScore
+    from flinkai.anomaly.detector import DetectorConfig
 
 __all__ = [
     "CAD_MODEL",
@@ -165,7 +166,7 @@ class CadModel:
         return GrowingRangeCad.from_snapshot(state, self.growing_config())
 
 
-class CadSeriesDetector:
+class CadSeriesDetector(KeyDetector):
     """All state of one key under the contextual detector, and the per-point logic.
 
     Args:
@@ -184,6 +185,10 @@ class CadSeriesDetector:
         # CAD's raw score of the last point (before the rest period); not state.
         self.last_error: float | None = None
 
+    @property
+    def model_version(self) -> str:
+        return self.model.model_version
+
     def update(self, ts_ms: int, value: float) -> PointScore:
         """Score one point, then learn it.
 
@@ -191,8 +196,6 @@ class CadSeriesDetector:
             PointRejected: ``value`` is not finite, or ``ts_ms`` is not after the
                 key's last timestamp.
         """
-        from flinkai.anomaly.detector import PointScore, check_point
-
         check_point(ts_ms, value, self.last_ts)
         score = self.cad.update(value)
         self.last_ts = ts_ms

@@ -20,11 +20,17 @@ empty KV cache), since another model's hidden state means nothing to this one.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from flinkai.anomaly.contract import (
+    KeyDetector,
+    PointRejected,
+    PointScore,
+    RejectReason,
+    check_point,
+)
 from flinkai.anomaly.features import (
     STREAM_NUMENTA,
     ErrorScorer,
@@ -44,38 +50,10 @@ __all__ = [
     "check_point",
 ]
 
-RejectReason = Literal["not_finite", "out_of_order"]
-
 #: The threshold of ``zscore`` and the forecasters unless one is set: NAB's
 #: standard-profile threshold of the default over the 58 NAB files (0.50912; the
 #: leave-one-group-out folds chose 0.5091 to 0.5238).
 DEFAULT_THRESHOLD = 0.5091
-
-
-class PointRejected(ValueError):
-    """A point the detector refuses; the key's state is left as it was.
-
-    Attributes:
-        reason: ``not_finite`` or ``out_of_order`` (a dead-letter reason code).
-        detail: Human-readable detail.
-    """
-
-    def __init__(self, reason: RejectReason, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason: RejectReason = reason
-        self.detail = detail
-
-
-def check_point(ts_ms: int, value: float, last_ts: int | None) -> None:
-    """Refuse a non-finite value or a timestamp not after the key's last one.
-
-    Raises:
-        PointRejected: With reason ``not_finite`` or ``out_of_order``.
-    """
-    if not math.isfinite(value):
-        raise PointRejected("not_finite", f"value {value!r} is not a finite number")
-    if last_ts is not None and ts_ms <= last_ts:
-        raise PointRejected("out_of_order", f"ts {ts_ms} is not after the key's last ts {last_ts}")
 
 
 @dataclass(frozen=True)
@@ -109,15 +87,7 @@ class DetectorConfig:
         return model_default if self.threshold is None else self.threshold
 
 
-@dataclass(frozen=True)
-class PointScore:
-    """The result for one point."""
-
-    score: float
-    is_anomaly: bool
-
-
-class SeriesDetector:
+class SeriesDetector(KeyDetector):
     """All state of one key, and the per-point logic.
 
     Args:
@@ -139,6 +109,10 @@ class SeriesDetector:
         # The last scored point's forecast error, before the scorer (not state: for
         # the benchmark, which runs other scorers over the same errors).
         self.last_error: float | None = None
+
+    @property
+    def model_version(self) -> str:
+        return self.model.model_version
 
     def update(self, ts_ms: int, value: float) -> PointScore:
         """Score one point and advance the model.

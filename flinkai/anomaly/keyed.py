@@ -1,11 +1,12 @@
-"""The operator's per-key detector, whichever ``model`` it names.
+r"""The operator's per-key detector, whichever ``model`` it names.
 
 ``model = 'zscore'`` is Beam's z-score (:mod:`flinkai.anomaly.statistical`, no
 files); ``model = 'cad'`` is CAD OSE within the configured value range, or a range
-learnt per key (:mod:`flinkai.anomaly.contextual`, no files); any other name is a forecaster folder
-run by ONNX Runtime (:class:`~flinkai.anomaly.step.StepModel`,
-:class:`~flinkai.anomaly.detector.SeriesDetector`). The detectors have the same
-``update`` / ``snapshot`` / ``from_snapshot`` shape.
+learnt per key (:mod:`flinkai.anomaly.contextual`, no files); any other name is a
+forecaster folder run by ONNX Runtime (:class:`~flinkai.anomaly.step.StepModel`,
+:class:`~flinkai.anomaly.detector.SeriesDetector`). All three are
+:class:`~flinkai.anomaly.contract.KeyDetector`\ s: one contract, checked for each by
+:func:`~flinkai.anomaly.contract.check_detector` (tests/unit/test_anomaly_contract.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from flinkai.anomaly.contextual import CAD_MODEL, CadModel, CadSeriesDetector
+from flinkai.anomaly.contract import KeyDetector
 from flinkai.anomaly.detector import DetectorConfig, SeriesDetector
 from flinkai.anomaly.errors import AnomalyModelError, DetectorInputError
 from flinkai.anomaly.statistical import ZSCORE_MODEL, ZScoreModel, ZScoreSeriesDetector
@@ -22,7 +24,6 @@ from flinkai.anomaly.step import StepModel
 __all__ = ["KeyDetector", "KeyModel", "new_detector", "open_model", "restore_detector"]
 
 KeyModel = StepModel | ZScoreModel | CadModel
-KeyDetector = SeriesDetector | ZScoreSeriesDetector | CadSeriesDetector
 
 
 def open_model(

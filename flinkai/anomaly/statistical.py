@@ -25,11 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from flinkai.anomaly.contract import KeyDetector, PointScore, check_point
 from flinkai.anomaly.features import ErrorScorer
 from flinkai.anomaly.zscore import DEFAULT_WINDOW, ZScore
 
 if TYPE_CHECKING:
-    from flinkai.anomaly.detector import DetectorConfig, PointScore
+    from flinkai.anomaly.detector import DetectorConfig
 
 __all__ = ["ZSCORE_MODEL", "ZScoreModel", "ZScoreSeriesDetector"]
 
@@ -56,7 +57,7 @@ class ZScoreModel:
         return f"{ZSCORE_MODEL}-w{self.window}"
 
 
-class ZScoreSeriesDetector:
+class ZScoreSeriesDetector(KeyDetector):
     """All state of one key under the z-score detector, and the per-point logic.
 
     Args:
@@ -76,6 +77,10 @@ class ZScoreSeriesDetector:
         # The last point's z-score before the scorer (None: none yet); not state.
         self.last_error: float | None = None
 
+    @property
+    def model_version(self) -> str:
+        return self.model.model_version
+
     def update(self, ts_ms: int, value: float) -> PointScore:
         """Score one point, then learn it.
 
@@ -83,7 +88,7 @@ class ZScoreSeriesDetector:
             PointRejected: ``value`` is not finite, or ``ts_ms`` is not after the
                 key's last timestamp.
         """
-        from flinkai.anomaly.detector import DEFAULT_THRESHOLD, PointScore, check_point
+        from flinkai.anomaly.detector import DEFAULT_THRESHOLD
 
         check_point(ts_ms, value, self.last_ts)
         z = self.zscore.score_one(value)
