@@ -101,7 +101,7 @@ class TableSpec:
         where: Keep only rows whose field (first item) equals the value (second).
         exclude: Drop rows whose field (first item) equals the value (second).
         labels: Display names for row keys (:data:`ROW_KEY`), as (key, name) pairs.
-        note: One sentence printed under the link (what the run was); optional.
+        note: One sentence after the link (what the run was); optional.
     """
 
     source: str
@@ -115,6 +115,10 @@ class TableSpec:
 
 def resolve(data: Any, path: Sequence[str]) -> Any:
     """The value at ``path`` in ``data`` (objects by key, lists by index or ``field=value``).
+
+    Args:
+        data: Parsed JSON.
+        path: Keys, list indexes (digits) or ``field=value`` selectors, outermost first.
 
     Raises:
         ReportError: A part of the path is missing.
@@ -190,6 +194,11 @@ def render_table(spec: TableSpec, data: Any) -> str:
 def render_block(spec: TableSpec, results_dir: Path, markdown_dir: Path) -> str:
     """A block's body: the link to its JSON file, the note, the table; ends in a newline.
 
+    Args:
+        spec: The table.
+        results_dir: The folder ``spec.source`` is relative to.
+        markdown_dir: The folder of the markdown file; the link is relative to it.
+
     Raises:
         ReportError: The JSON file is missing or the spec does not fit it.
     """
@@ -210,6 +219,12 @@ def update_markdown(
     text: str, tables: Mapping[str, TableSpec], results_dir: Path, markdown_dir: Path
 ) -> str:
     """``text`` with every ``report:NAME`` block regenerated.
+
+    Args:
+        text: A markdown file's text.
+        tables: Table specs by the names the markers use.
+        results_dir: The folder the specs' sources are relative to.
+        markdown_dir: The folder of the markdown file.
 
     Raises:
         ReportError: A block names no known table.

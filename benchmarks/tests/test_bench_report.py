@@ -80,6 +80,17 @@ def test_table_from_an_object_of_rows() -> None:
     )
 
 
+def test_labels_rename_row_keys_and_exclude_drops_rows() -> None:
+    spec = TableSpec(
+        "run/agents.json",
+        "legs",
+        (col("leg", ROW_KEY), col("max QPS", "max_qps", ".0f")),
+        exclude=(("leg", "job"),),
+        labels=(("services", "serial services"),),
+    )
+    assert render_table(spec, AGENTS).splitlines()[2:] == ["| serial services | 251 |"]
+
+
 def test_table_from_plain_values() -> None:
     spec = TableSpec(
         "run/agents.json", "floor_ms_per_decision", (col("leg", ROW_KEY), col("ms", VALUE, ".2f"))
