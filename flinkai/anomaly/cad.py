@@ -1,8 +1,8 @@
 """Contextual Anomaly Detector, open-source edition (CAD OSE), as a streaming detector.
 
 Written from the published description of Mikhail Smirnov's CAD OSE (the detector
-``contextOSE`` of the Numenta Anomaly Benchmark, standard score 69.9 there). Per
-point:
+``contextOSE`` of the Numenta Anomaly Benchmark; how it scores there and as the
+operator runs it: docs/anomaly.md). Per point:
 
 1. **Discretise.** The value becomes a level ``floor((x - value_min) / step)`` with
    ``step = (value_max - value_min) / (2**value_bits - 1)``, so ``value_min`` is

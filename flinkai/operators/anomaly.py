@@ -193,8 +193,9 @@ def _check_range(settings: dict[str, Any]) -> None:
 
     given = [k for k in ("value_min", "value_max") if k in settings]
     if given and "model" not in settings:
-        # The default model follows the inputs: with a known range CAD OSE (70.1 on NAB,
-        # held out), without one the z-score (63.7; a learnt-range CAD only ties it).
+        # The default model follows the inputs: with a known range CAD OSE, which then
+        # scores best of the operator's models; without one the z-score, which a
+        # learnt-range CAD only ties (docs/anomaly.md).
         settings["model"] = CAD_MODEL
     if settings.get("model") != CAD_MODEL:
         if given:
