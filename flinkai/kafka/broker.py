@@ -26,7 +26,6 @@ import logging
 import os
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -337,26 +336,11 @@ class LocalKafka(LocalServer):
             str(self.properties_file),
         ]
         log.info("starting Kafka broker on %s (data dir %s)", self.bootstrap, self.data_dir)
-        began = time.monotonic()
-        with self._out_file.open("wb") as out:
-            self._proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self.data_dir,
-                # Its own session: a Ctrl-C meant for our foreground process must not
-                # kill a broker that was started to outlive it.
-                start_new_session=True,
-            )
-        try:
-            self._record(self._proc.pid)
-            self._wait_ready(began + self.start_timeout_s)
-        except BaseException:
-            self._terminate(self._proc.pid, grace_s=5.0)
-            self._remove_state_files()
-            raise
-        self.start_seconds = time.monotonic() - began
+        # Its own session: a Ctrl-C meant for our foreground process must not kill a
+        # broker that was started to outlive it. broker.out holds only this start.
+        self.start_seconds = self._launch(
+            cmd, self._out_file, self._ready, self.start_timeout_s, append=False, poll_s=0.1
+        )
         log.info("Kafka broker ready on %s after %.1fs", self.bootstrap, self.start_seconds)
         return self.bootstrap
 
@@ -545,32 +529,17 @@ class LocalKafka(LocalServer):
                 output = output.replace(password, "[redacted]")
             raise SetupError(f"formatting the Kafka log dir {self.log_dir} failed:\n{output}")
 
-    def _wait_ready(self, deadline: float) -> None:
-        assert self._proc is not None
-        while True:
-            code = self._proc.poll()
-            if code is not None:
-                raise SetupError(
-                    f"the Kafka broker exited with code {code} while starting on "
-                    f"{self.bootstrap}\n{self.log_tail()}"
-                )
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise SetupError(
-                    f"the Kafka broker did not become ready on {self.bootstrap} within "
-                    f"{self.start_timeout_s:g}s\n{self.log_tail()}"
-                )
-            # A cheap TCP check first: building a Kafka client per poll is not free.
-            port = self.internal_port or self.port
-            if tcp_open(self.host, port):
-                try:
-                    cluster = describe_cluster(f"{self.host}:{port}", timeout_s=min(remaining, 2.0))
-                except BrokerUnavailableError:
-                    cluster = {}
-                # The broker answers before it is unfenced; it lists itself once it is.
-                if cluster.get("brokers"):
-                    return
-            time.sleep(0.1)
+    def _ready(self) -> bool:
+        # A cheap TCP check first: building a Kafka client per poll is not free.
+        port = self.internal_port or self.port
+        if not tcp_open(self.host, port):
+            return False
+        try:
+            cluster = describe_cluster(f"{self.host}:{port}", timeout_s=2.0)
+        except BrokerUnavailableError:
+            return False
+        # The broker answers before it is unfenced; it lists itself once it is.
+        return bool(cluster.get("brokers"))
 
     def _owns(self, cmdline: list[bytes]) -> bool:
         return b"kafka.Kafka" in cmdline and os.fsencode(str(self.properties_file)) in cmdline

@@ -2,11 +2,11 @@
 
 :mod:`.process` holds what every service needs: free loopback ports, a child in its
 own session, readiness waits, log tails, and stops that signal only what this
-process started, by PID. The Kafka broker (:mod:`flinkai.kafka.broker`), the Flink
-cluster (:mod:`flinkai.runtime.cluster`) and the Triton server
-(:mod:`flinkai.serve.triton_server`) are built on it. :mod:`.server` adds the
-lifecycle of a server that outlives its starter (pid and port files, stop, kill,
-wait), shared by the Kafka broker and the Chroma server (:mod:`flinkai.rag.server`).
+process started, by PID. The Flink cluster (:mod:`flinkai.runtime.cluster`) uses it
+directly. :mod:`.server` adds the one lifecycle every local server shares (launch,
+readiness wait, pid and port files, stop, kill, wait): the Kafka broker
+(:mod:`flinkai.kafka.broker`), the Chroma server (:mod:`flinkai.rag.server`),
+Prometheus and the Triton server (:mod:`flinkai.serve.triton_server`) build on it.
 :mod:`.prometheus` runs a real Prometheus that scrapes Flink's reporter and
 ``flinkai.gpu_metrics`` and answers PromQL (the chart's autoscaling queries).
 """

@@ -167,10 +167,12 @@ def spawn(
     *,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    append: bool = True,
 ) -> subprocess.Popen[bytes]:
-    """Start a service in its own session, its stdout and stderr appended to ``out_file``."""
+    """Start a service in its own session, its stdout and stderr appended to ``out_file``
+    (or written over it, with ``append=False``)."""
     out_file.parent.mkdir(parents=True, exist_ok=True)
-    with out_file.open("ab") as out:
+    with out_file.open("ab" if append else "wb") as out:
         return subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,

@@ -1,4 +1,4 @@
-"""A real Prometheus server on loopback, started like the other local services.
+"""A real Prometheus server on loopback, on the lifecycle every local server shares.
 
 It scrapes what a deployment scrapes: Flink's Prometheus reporter on the JobManager and
 each TaskManager (flinkai's operator metrics from the Python workers travel through
@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import shutil
-import subprocess
+import signal
 import time
 import urllib.error
 import urllib.parse
@@ -34,11 +34,18 @@ import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from flinkai.local.errors import ServiceError, ServiceNotInstalled
-from flinkai.local.process import LOOPBACK, free_port, spawn, stop_group, tail, wait_until
+from flinkai.local.process import (
+    LOOPBACK,
+    free_port,
+    kill_stragglers,
+    signal_group,
+    tail,
+    wait_until,
+)
+from flinkai.local.server import LocalServer
 
 __all__ = [
     "INSTALL_HINT",
@@ -109,8 +116,11 @@ class Sample:
     value: float
 
 
-class LocalPrometheus:
+class LocalPrometheus(LocalServer):
     """A Prometheus child process with its own config and TSDB in ``data_dir``.
+
+    Its pid and port files (``prometheus.pid``, ``prometheus.port``) are in the data
+    dir, but :meth:`stop` stops only the server this object started.
 
     Args:
         data_dir: Folder for ``prometheus.yml``, ``targets.json``, ``tsdb/`` and the log.
@@ -121,6 +131,13 @@ class LocalPrometheus:
         start_timeout_s: How long :meth:`start` waits for ``/-/ready``.
     """
 
+    what = "Prometheus server"
+    state_stem = "prometheus"
+    command = "prometheus"
+    error = ServiceError
+    adopts = False
+    stop_timeout_s = 10.0
+
     def __init__(
         self,
         data_dir: Path,
@@ -130,12 +147,10 @@ class LocalPrometheus:
         port: int = 0,
         start_timeout_s: float = 30.0,
     ) -> None:
-        self.data_dir = data_dir.expanduser().resolve()
+        super().__init__(data_dir, LOOPBACK, port)
         self.scrape_interval_s = scrape_interval_s
-        self.port = port
         self.start_timeout_s = start_timeout_s
         self._targets = list(targets)
-        self._proc: subprocess.Popen[bytes] | None = None
 
     # -- files -------------------------------------------------------------------
 
@@ -192,20 +207,9 @@ class LocalPrometheus:
 
     # -- lifecycle ---------------------------------------------------------------
 
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        """Whether the server this object started is alive."""
+        return self.is_running()
 
     def start(self) -> str:
         """Write the config and targets, launch Prometheus, wait until it is ready.
@@ -221,6 +225,7 @@ class LocalPrometheus:
         if self.running():
             raise ServiceError(f"this Prometheus is already running at {self.url}")
         binary = prometheus_binary()
+        self._check_not_running()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
         self._write_config()
@@ -234,14 +239,28 @@ class LocalPrometheus:
             "--storage.tsdb.retention.time=1d",
         ]
         log.info("starting Prometheus on %s (data dir %s)", self.url, self.data_dir)
-        self._proc = spawn(argv, self.log_file, cwd=self.data_dir)
-        if not wait_until(self._ready, self.start_timeout_s, alive=self.running):
-            what = "exited during start-up" if not self.running() else "was not ready in time"
-            self.stop()
-            raise ServiceError(
-                f"Prometheus {what} ({self.url}); log {self.log_file}:\n" + self.log_tail()
-            )
+        self._launch(argv, self.log_file, self._ready, self.start_timeout_s)
         return self.url
+
+    def _start_failed(self, code: int | None, timeout_s: float, detail: str) -> str:
+        what = "exited during start-up" if code is not None else "was not ready in time"
+        return f"Prometheus {what} ({self.url}); log {self.log_file}:\n" + self.log_tail()
+
+    def _stop_hint(self) -> str:
+        return "stop it first"
+
+    def _address(self, port: int) -> str:
+        return f"http://{self.host}:{port}"
+
+    def _signal(self, pid: int, sig: signal.Signals) -> None:
+        # The whole group, as for every service spawned in its own session.
+        signal_group(pid, sig)
+
+    def _after_exit(self, pid: int) -> None:
+        kill_stragglers(pid)
+
+    def _owns(self, cmdline: list[bytes]) -> bool:
+        return os.fsencode(f"--config.file={self.config_file}") in cmdline
 
     def _ready(self) -> bool:
         try:
@@ -249,12 +268,6 @@ class LocalPrometheus:
                 return bool(resp.status == 200)
         except (urllib.error.URLError, OSError):
             return False
-
-    def stop(self, grace_s: float = 10.0) -> None:
-        """SIGTERM the server (by its PID's group), SIGKILL after ``grace_s``."""
-        if self._proc is not None:
-            stop_group(self._proc, grace_s)
-            self._proc = None
 
     def log_tail(self, lines: int = 30) -> str:
         return "\n".join(tail(self.log_file, lines))

@@ -1,11 +1,13 @@
-"""The lifecycle a local server shares: pid and port files, stop, kill, wait.
+"""The one lifecycle every local server shares: launch, readiness, pid files, stop, kill.
 
 A server started with ``flinkai <service> start`` outlives the process that started
 it, so another process must find it again: its pid and port are kept in files in its
 data dir, and a pid is trusted only while its command line names that data dir (see
 :meth:`LocalServer._owns`), so a recycled pid is never signalled. The Kafka broker
-(:mod:`flinkai.kafka.broker`) and the Chroma server (:mod:`flinkai.rag.server`)
-build on :class:`LocalServer`; each adds how it starts and what its status holds.
+(:mod:`flinkai.kafka.broker`), the Chroma server (:mod:`flinkai.rag.server`),
+Prometheus (:mod:`flinkai.local.prometheus`) and Triton
+(:mod:`flinkai.serve.triton_server`) build on :class:`LocalServer`; each adds its
+command line, its readiness check and what its status holds.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Self
 
-from flinkai.local.process import pid_alive, read_int_file
+from flinkai.local.process import pid_alive, read_int_file, spawn, wait_until
 
 __all__ = ["LocalServer"]
 
@@ -28,8 +31,9 @@ __all__ = ["LocalServer"]
 class LocalServer:
     """A server child process whose pid and port files live in ``data_dir``.
 
-    Subclasses set the class attributes, start the process (keeping it in
-    ``_proc`` and calling :meth:`_record`) and say which command lines are theirs.
+    Subclasses set the class attributes, start the process with :meth:`_launch`
+    (which records it and waits until it is ready) and say which command lines are
+    theirs.
 
     Args:
         data_dir: Folder for the server's files; made absolute, because
@@ -46,8 +50,13 @@ class LocalServer:
     command: ClassVar[str] = "server"
     #: The error raised for a server that is running when it must not, or will not die.
     error: ClassVar[type[Exception]] = RuntimeError
-    #: How long :meth:`stop` waits after SIGTERM before SIGKILL, unless told.
-    stop_timeout_s: ClassVar[float] = 30.0
+    #: Whether :meth:`stop` also stops a server another object or process started
+    #: (found through the pid file). When False, :meth:`stop` touches only the child
+    #: this object started; :meth:`stop_recorded` still finds the other one.
+    adopts: ClassVar[bool] = True
+    #: How long :meth:`stop` waits after SIGTERM before SIGKILL, unless told
+    #: (a class default; an instance may set its own).
+    stop_timeout_s: float = 30.0
 
     def __init__(self, data_dir: Path, host: str, port: int) -> None:
         self.data_dir = data_dir.expanduser().resolve()
@@ -76,6 +85,28 @@ class LocalServer:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
 
+    def _after_exit(self, pid: int) -> None:
+        """Clean up after the server ``pid`` is gone (by default nothing).
+
+        Servers spawned in their own process group sweep what is left of it here.
+        """
+
+    def _start_failed(self, code: int | None, timeout_s: float, detail: str) -> str:
+        """The message of a start that failed: the server exited (``code``) or timed out."""
+        where = self._address(self.port)
+        if code is not None:
+            return f"the {self.what} exited with code {code} while starting on {where}\n" + (
+                self.log_tail()
+            )
+        return (
+            f"the {self.what} did not become ready on {where} within {timeout_s:g}s"
+            f"{detail}\n{self.log_tail()}"
+        )
+
+    def _stop_hint(self) -> str:
+        """How to stop a running server, for the "already running" message."""
+        return f"stop it first with `flinkai {self.command} stop`"
+
     # -- files in the data dir ---------------------------------------------------
 
     @property
@@ -90,6 +121,10 @@ class LocalServer:
         """Write the pid and port files of a server just launched."""
         self._pid_file.write_text(f"{pid}\n")
         self._port_file.write_text(f"{self.port}\n")
+
+    def _recorded_pid(self) -> int | None:
+        """The pid the pid file names (not yet checked to be alive or ours)."""
+        return read_int_file(self._pid_file)
 
     def _remove_state_files(self) -> None:
         for path in (self._pid_file, self._port_file):
@@ -113,9 +148,65 @@ class LocalServer:
     ) -> None:
         self.stop()
 
-    def start(self) -> str:
-        """Launch the server; subclasses implement it."""
+    def start(self) -> object:
+        """Launch the server; subclasses implement it (with :meth:`_launch`)."""
         raise NotImplementedError
+
+    def is_running(self) -> bool:
+        """Whether the child this object started is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def _launch(
+        self,
+        argv: Sequence[str],
+        out_file: Path,
+        ready: Callable[[], bool],
+        timeout_s: float,
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        append: bool = True,
+        poll_s: float = 0.2,
+        not_ready: Callable[[], str] | None = None,
+        fail_grace_s: float = 5.0,
+    ) -> float:
+        """Spawn the server, record its pid and port, wait until ``ready()`` holds.
+
+        The child gets its own session (see :func:`~flinkai.local.process.spawn`). A
+        child that exits while starting fails the start at once, not at the timeout.
+
+        Args:
+            argv: The command line.
+            out_file: Where its stdout and stderr go.
+            ready: True once the server serves requests.
+            timeout_s: How long to wait for ``ready``.
+            cwd: Its working folder (default the data dir).
+            env: Its environment (default ours).
+            append: Append to ``out_file`` (else truncate it).
+            poll_s: Pause between two ``ready`` checks.
+            not_ready: Why it is not ready yet, appended to the timeout message.
+            fail_grace_s: SIGTERM grace of a failed start before SIGKILL (0: SIGKILL).
+
+        Returns:
+            Seconds from the spawn to ready.
+
+        Raises:
+            error: It exited or was not ready in time (see :meth:`_start_failed`); it
+                is stopped and its pid and port files removed.
+        """
+        began = time.monotonic()
+        self._proc = spawn(argv, out_file, cwd=cwd or self.data_dir, env=env, append=append)
+        proc = self._proc
+        try:
+            self._record(proc.pid)
+            if not wait_until(ready, timeout_s, alive=lambda: proc.poll() is None, poll_s=poll_s):
+                detail = f" ({not_ready()})" if not_ready is not None else ""
+                raise self.error(self._start_failed(proc.poll(), timeout_s, detail))
+        except BaseException:
+            self._terminate(proc.pid, grace_s=fail_grace_s)
+            self._remove_state_files()
+            raise
+        return time.monotonic() - began
 
     def _check_not_running(self) -> None:
         """Before a start: refuse if a server for this data dir runs; clear stale files."""
@@ -125,22 +216,36 @@ class LocalServer:
             where = f" at {self._address(port)}" if port else ""
             raise self.error(
                 f"a {self.what} for {self.data_dir} is already running (pid {running}{where}); "
-                f"stop it first with `flinkai {self.command} stop`"
+                f"{self._stop_hint()}"
             )
         self._remove_state_files()
 
     def stop(self, timeout_s: float | None = None) -> bool:
-        """Stop the server of this data dir: SIGTERM, then SIGKILL after ``timeout_s``
+        """Stop the server: SIGTERM, then SIGKILL after ``timeout_s``
         (default :attr:`stop_timeout_s`).
 
-        Works on a server started by another process, through the pid file.
+        With :attr:`adopts` (the default) it works on a server started by another
+        process too, through the pid file; without, only on this object's child.
 
         Returns:
             True if a server was running and is now gone, False if none was running.
         """
-        pid = self.running_pid()
+        return self._stop(self._own_pid() if not self.adopts else self.running_pid(), timeout_s)
+
+    def stop_recorded(self, timeout_s: float | None = None) -> bool:
+        """Stop the data dir's server, whoever started it (found through the pid file)."""
+        return self._stop(self.running_pid(), timeout_s)
+
+    def _own_pid(self) -> int | None:
+        return self._proc.pid if self.is_running() and self._proc is not None else None
+
+    def _stop(self, pid: int | None, timeout_s: float | None) -> bool:
         if pid is None:
-            self._remove_state_files()
+            if self._proc is not None:
+                # Our child exited by itself: sweep what it may have left behind.
+                self._after_exit(self._proc.pid)
+            if self.running_pid() is None:
+                self._remove_state_files()  # stale, never another live server's
             return False
         self._log.info("stopping %s (pid %d)", self.what, pid)
         self._terminate(pid, grace_s=self.stop_timeout_s if timeout_s is None else timeout_s)
@@ -160,9 +265,7 @@ class LocalServer:
         if pid is None:
             raise self.error(f"no {self.what} for {self.data_dir} is running")
         self._log.info("killing %s (pid %d) with SIGKILL", self.what, pid)
-        self._signal(pid, signal.SIGKILL)
-        if not self._wait_gone(pid, timeout_s):
-            raise self.error(f"the {self.what} (pid {pid}) survived SIGKILL")
+        self._terminate(pid, grace_s=0.0, kill_wait_s=timeout_s)
         self._remove_state_files()
         return pid
 
@@ -181,16 +284,23 @@ class LocalServer:
 
     # -- internals -----------------------------------------------------------------
 
-    def _terminate(self, pid: int, grace_s: float) -> None:
-        self._signal(pid, signal.SIGTERM)
-        if self._wait_gone(pid, grace_s):
-            return
-        self._log.warning(
-            "%s (pid %d) ignored SIGTERM for %.0fs; killing it", self.what, pid, grace_s
-        )
-        self._signal(pid, signal.SIGKILL)
-        if not self._wait_gone(pid, 10.0):
-            raise self.error(f"the {self.what} (pid {pid}) survived SIGKILL")
+    def _terminate(self, pid: int, grace_s: float, kill_wait_s: float = 10.0) -> None:
+        """SIGTERM, SIGKILL after ``grace_s`` (at once when 0), then :meth:`_after_exit`."""
+        try:
+            if self._proc is not None and self._proc.pid == pid and self._proc.poll() is not None:
+                return  # our child already exited (and was reaped): nothing to signal
+            if grace_s > 0:
+                self._signal(pid, signal.SIGTERM)
+                if self._wait_gone(pid, grace_s):
+                    return
+                self._log.warning(
+                    "%s (pid %d) ignored SIGTERM for %.0fs; killing it", self.what, pid, grace_s
+                )
+            self._signal(pid, signal.SIGKILL)
+            if not self._wait_gone(pid, kill_wait_s):
+                raise self.error(f"the {self.what} (pid {pid}) survived SIGKILL")
+        finally:
+            self._after_exit(pid)
 
     def _wait_gone(self, pid: int, timeout_s: float) -> bool:
         if self._proc is not None and self._proc.pid == pid:
@@ -210,7 +320,7 @@ class LocalServer:
         """The pid of a live server for this data dir, or None."""
         if self._proc is not None and self._proc.poll() is None:
             return self._proc.pid
-        pid = read_int_file(self._pid_file)
+        pid = self._recorded_pid()
         if pid is None or not pid_alive(pid):
             return None
         if not Path("/proc/self").is_dir():

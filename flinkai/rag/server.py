@@ -22,7 +22,6 @@ import os
 import shutil
 import signal
 import sys
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -36,10 +35,8 @@ from flinkai.local.process import (
     kill_stragglers,
     port_in_use,
     signal_group,
-    spawn,
     tail,
     tcp_open,
-    wait_until,
 )
 from flinkai.local.server import LocalServer
 from flinkai.paths import cache_root
@@ -203,31 +200,13 @@ class ChromaServer(LocalServer):
         # Product telemetry would try to leave the machine; nothing here may.
         env["ANONYMIZED_TELEMETRY"] = "False"
         log.info("starting Chroma on %s (data dir %s)", self.url, self.data_dir)
-        began = time.monotonic()
-        self._proc = spawn(argv, self.log_file, cwd=self.data_dir, env=env)
-        proc = self._proc
-        try:
-            self._record(proc.pid)
-            ready = wait_until(
-                lambda: heartbeat(self.host, self.port, timeout_s=1.0),
-                self.start_timeout_s,
-                alive=lambda: proc.poll() is None,
-            )
-            if not ready:
-                code = proc.poll()
-                what = (
-                    f"exited with code {code}"
-                    if code is not None
-                    else f"did not answer its heartbeat within {self.start_timeout_s:g}s"
-                )
-                raise SetupError(
-                    f"the Chroma server {what} while starting on {self.url}\n{self.log_tail()}"
-                )
-        except BaseException:
-            self._terminate(proc.pid, grace_s=5.0)
-            self._remove_state_files()
-            raise
-        self.start_seconds = time.monotonic() - began
+        self.start_seconds = self._launch(
+            argv,
+            self.log_file,
+            lambda: heartbeat(self.host, self.port, timeout_s=1.0),
+            self.start_timeout_s,
+            env=env,
+        )
         log.info("Chroma ready on %s after %.1fs", self.url, self.start_seconds)
         return self.url
 
@@ -273,12 +252,19 @@ class ChromaServer(LocalServer):
     def _address(self, port: int) -> str:
         return f"http://{self.host}:{port}"
 
+    def _start_failed(self, code: int | None, timeout_s: float, detail: str) -> str:
+        what = (
+            f"exited with code {code}"
+            if code is not None
+            else f"did not answer its heartbeat within {timeout_s:g}s"
+        )
+        return f"the Chroma server {what} while starting on {self.url}\n{self.log_tail()}"
+
     def _signal(self, pid: int, sig: signal.Signals) -> None:
         # The whole group: the server's own children go with it.
         signal_group(pid, sig)
 
-    def _terminate(self, pid: int, grace_s: float) -> None:
-        super()._terminate(pid, grace_s)
+    def _after_exit(self, pid: int) -> None:
         kill_stragglers(pid)
 
     def _owns(self, cmdline: list[bytes]) -> bool:

@@ -9,7 +9,8 @@ by :func:`ensure_server_venv`) and runs as a separate process:
 :class:`TritonServer` starts it in a new process group (so a stop or kill reaches
 ``tritonserver`` and its backend stubs too), waits until the gRPC endpoint reports
 the model ready, and stops, kills or restarts it on the same ports. A pid file lets
-``flinkai serve stop`` find a detached server later.
+``flinkai serve stop`` find a detached server later. The lifecycle is the one every
+local server shares (:class:`~flinkai.local.server.LocalServer`).
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from typing import Any
 
 from flinkai.config import ModelConfig
 from flinkai.errors import ConfigError, SetupError, require
-from flinkai.local.process import port_in_use, signal_group, spawn
+from flinkai.local.process import kill_stragglers, port_in_use, signal_group
+from flinkai.local.server import LocalServer
 from flinkai.paths import cache_root
+from flinkai.staging import staged_file
 
 
 def _free_on(host: str, port: int) -> bool:
@@ -357,20 +360,28 @@ def read_pid_file(run_dir: Path) -> ServerInfo | None:
         return None
 
 
+def _runs_app(cmdline: list[bytes]) -> bool:
+    return any(_APP.name.encode() in arg for arg in cmdline)
+
+
 def is_server_process(pid: int) -> bool:
     """True when ``pid`` is alive and runs the PyTriton app (guards against pid reuse)."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
-    return _APP.name.encode() in cmdline
+    return _runs_app(cmdline.split(b"\0"))
 
 
-class TritonServer:
+class TritonServer(LocalServer):
     """A local Triton server process serving one exported embedding model.
 
     Use it as a context manager (start on enter, stop on exit), or call
-    :meth:`start` / :meth:`stop` yourself. Not thread-safe.
+    :meth:`start` / :meth:`stop` yourself. Not thread-safe. The lifecycle (launch,
+    readiness wait, pid file, SIGTERM then SIGKILL) is :class:`LocalServer`'s; the
+    pid file is ``run_dir/server.pid`` (JSON, see :class:`ServerInfo`), and
+    :meth:`stop` stops only the server this object started (:func:`stop_detached`
+    stops one another process left running).
 
     Args:
         options: Ports, model and time bounds.
@@ -382,14 +393,25 @@ class TritonServer:
         ...     print(server.grpc_url)
     """
 
+    what = "Triton server"
+    state_stem = "server"
+    command = "serve"
+    error = SetupError
+    adopts = False
+
     def __init__(
         self, options: TritonServerOptions | None = None, *, progress: Progress | None = None
     ) -> None:
         self.options = options or TritonServerOptions()
+        super().__init__(
+            self.options.resolved_run_dir(), self.options.address, self.options.grpc_port
+        )
+        self.stop_timeout_s = self.options.stop_timeout_s
         self._say = progress or log.info
-        self._proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
         self._model_name = ""
+        # Shared-memory files the server's group mapped, listed before it is signalled.
+        self._segments: set[Path] = set()
         #: Seconds from spawn to model ready, per start (the last one is the latest).
         self.start_times_s: list[float] = []
 
@@ -421,9 +443,6 @@ class TritonServer:
         """The served model's name (from the manifest), known after :meth:`start`."""
         return self._model_name
 
-    def is_running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> TritonServer:
@@ -445,12 +464,7 @@ class TritonServer:
         model_dir = artifacts_dir(opts.model)
         manifest = read_manifest(model_dir)  # fails with "run flinkai model export"
         self._model_name = manifest.name
-        running = read_pid_file(self.run_dir)
-        if running is not None and is_server_process(running.pid):
-            raise SetupError(
-                f"a Triton server (pid {running.pid}) already runs for {running.grpc_url}; "
-                f"stop it first: flinkai serve stop --port {opts.grpc_port}"
-            )
+        self._check_not_running()
         venv = ensure_server_venv(opts.venv, progress=self._say)
         for what, port in (
             ("grpc", opts.grpc_port),
@@ -495,42 +509,49 @@ class TritonServer:
         with self.log_path.open("ab") as logf:
             self._log_offset = logf.tell()
             logf.write(f"\n==== flinkai: starting {' '.join(cmd)}\n".encode())
-        started = time.perf_counter()
-        # Own process group: stop/kill reach tritonserver and the backend stubs.
-        self._proc = spawn(cmd, self.log_path, cwd=run_dir, env=env)
-        self._write_pid_file()
+        probe = _Readiness(self.options, self._model_name)
         self._say(
-            f"started Triton (pid {self._proc.pid}) for {manifest.name}@{manifest.version} "
-            f"on grpc {self.grpc_url}; waiting for the model (log: {self.log_path})"
+            f"starting Triton for {manifest.name}@{manifest.version} on grpc "
+            f"{self.grpc_url}; waiting for the model (log: {self.log_path})"
         )
         try:
-            self._wait_ready(started)
-        except BaseException:
-            self._terminate(graceful=False)
-            raise
-        elapsed = time.perf_counter() - started
+            # Own process group: stop/kill reach tritonserver and the backend stubs. A
+            # failed start is killed at once (fail_grace_s=0), as before.
+            elapsed = self._launch(
+                cmd,
+                self.log_path,
+                probe.ready,
+                opts.start_timeout_s,
+                cwd=run_dir,
+                env=env,
+                poll_s=0.25,
+                not_ready=lambda: probe.last_error,
+                fail_grace_s=0.0,
+            )
+        finally:
+            probe.close()
         self.start_times_s.append(elapsed)
         self._say(f"Triton ready in {elapsed:.1f}s: model {manifest.name} on grpc {self.grpc_url}")
         return self
 
-    def stop(self) -> None:
-        """SIGTERM, then SIGKILL after ``stop_timeout_s``; idempotent."""
-        self._terminate(graceful=True)
+    def kill(self, timeout_s: float = 10.0) -> int:
+        """SIGKILL the whole server process group at once (simulates a crash).
 
-    def kill(self) -> None:
-        """SIGKILL the whole server process group at once (simulates a crash)."""
-        self._terminate(graceful=False)
+        Unlike :meth:`LocalServer.kill`, a no-op when this object's server is not
+        running (as :meth:`stop` is).
+
+        Returns:
+            The pid killed, or 0 when none was running.
+        """
+        if self._own_pid() is None:
+            self.stop()
+            return 0
+        return super().kill(timeout_s)
 
     def restart(self) -> TritonServer:
         """Stop (if running) and start again on the same ports."""
         self.stop()
         return self.start()
-
-    def wait(self) -> int:
-        """Block until the server process exits; returns its exit code."""
-        if self._proc is None:
-            raise SetupError("the server was not started")
-        return self._proc.wait()
 
     def log_tail(self, lines: int = _LOG_TAIL_LINES) -> str:
         """The last ``lines`` lines the server wrote since the latest start."""
@@ -541,92 +562,6 @@ class TritonServer:
         except OSError:
             return "(no server log)"
         return "\n".join(text.splitlines()[-lines:])
-
-    def __enter__(self) -> TritonServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    # -- internals ---------------------------------------------------------------------
-
-    def _wait_ready(self, started: float) -> None:
-        grpc: Any = require("tritonclient.grpc", "triton")
-        deadline = started + self.options.start_timeout_s
-        last_error = "no answer yet"
-        if self.options.tls_cert_file:
-            # A TLS endpoint needs a client that trusts (and, for mTLS, is trusted by)
-            # the server's CA; the loopback HTTP endpoint answers the same questions.
-            client: Any = _HttpReadiness(self.options)
-        else:
-            client = grpc.InferenceServerClient(self.grpc_url)
-        try:
-            while True:
-                assert self._proc is not None
-                code = self._proc.poll()
-                if code is not None:
-                    raise SetupError(
-                        f"Triton exited with code {code} during start-up "
-                        f"(log: {self.log_path}):\n{self.log_tail()}"
-                    )
-                try:
-                    if client.is_server_live(client_timeout=2.0) and client.is_model_ready(
-                        self._model_name, client_timeout=2.0
-                    ):
-                        return
-                    last_error = f"server live, model {self._model_name!r} not ready yet"
-                except grpc.InferenceServerException as e:
-                    last_error = str(e)
-                if time.perf_counter() > deadline:
-                    raise SetupError(
-                        f"Triton was not ready within {self.options.start_timeout_s:.0f}s on "
-                        f"{self.grpc_url} ({last_error}); log {self.log_path}:\n{self.log_tail()}"
-                    )
-                time.sleep(0.25)
-        finally:
-            client.close()
-
-    def _terminate(self, *, graceful: bool) -> None:
-        proc = self._proc
-        if proc is None:
-            return
-        pid = proc.pid
-        # Listed while the group still exists: afterwards nothing says what it used.
-        segments = _group_shm_segments(pid)
-        if proc.poll() is None and graceful:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=self.options.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                log.warning(
-                    "Triton (pid %d) ignored SIGTERM for %.0fs; killing it",
-                    pid,
-                    self.options.stop_timeout_s,
-                )
-        # Also after a graceful exit: a stray tritonserver or stub must not keep the ports.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            signal_group(pid, signal.SIGKILL)
-        proc.wait()
-        self._proc = None
-        _remove_shm_segments(pid, segments)
-        with contextlib.suppress(FileNotFoundError):
-            self.pid_path.unlink()
-
-    def _write_pid_file(self) -> None:
-        assert self._proc is not None
-        info = ServerInfo(
-            pid=self._proc.pid,
-            grpc_url=self.grpc_url,
-            http_port=self.options.http_port,
-            metrics_port=self.options.metrics_port,
-            model_name=self._model_name,
-            log_path=str(self.log_path),
-            started_at=time.time(),
-        )
-        tmp = self.pid_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(info)) + "\n", encoding="utf-8")
-        os.replace(tmp, self.pid_path)
 
     def detach(self) -> ServerInfo:
         """Forget the child process and leave it running (for ``flinkai serve triton``).
@@ -642,6 +577,100 @@ class TritonServer:
         self._proc.returncode = 0
         self._proc = None
         return info
+
+    # -- what LocalServer asks of a server -------------------------------------------
+
+    def _owns(self, cmdline: list[bytes]) -> bool:
+        return _runs_app(cmdline)
+
+    def _address(self, port: int) -> str:
+        return self.grpc_url
+
+    def _stop_hint(self) -> str:
+        return f"stop it first: flinkai serve stop --port {self.options.grpc_port}"
+
+    def _start_failed(self, code: int | None, timeout_s: float, detail: str) -> str:
+        if code is not None:
+            return (
+                f"Triton exited with code {code} during start-up "
+                f"(log: {self.log_path}):\n{self.log_tail()}"
+            )
+        return (
+            f"Triton was not ready within {timeout_s:.0f}s on {self.grpc_url}{detail}; "
+            f"log {self.log_path}:\n{self.log_tail()}"
+        )
+
+    def _record(self, pid: int) -> None:
+        info = ServerInfo(
+            pid=pid,
+            grpc_url=self.grpc_url,
+            http_port=self.options.http_port,
+            metrics_port=self.options.metrics_port,
+            model_name=self._model_name,
+            log_path=str(self.log_path),
+            started_at=time.time(),
+        )
+        with staged_file(self.pid_path, name="server.tmp") as stage:
+            stage.path.write_text(json.dumps(asdict(info)) + "\n", encoding="utf-8")
+
+    def _recorded_pid(self) -> int | None:
+        info = read_pid_file(self.run_dir)
+        return info.pid if info is not None else None
+
+    def _recorded_port(self) -> int | None:
+        return self.options.grpc_port if self._recorded_pid() is not None else None
+
+    def _signal(self, pid: int, sig: signal.Signals) -> None:
+        # SIGTERM to the app alone (it shuts tritonserver down); SIGKILL to the group.
+        if sig == signal.SIGKILL:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal_group(pid, sig)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+
+    def _terminate(self, pid: int, grace_s: float, kill_wait_s: float = 10.0) -> None:
+        # Listed while the group still exists: afterwards nothing says what it used.
+        self._segments = _group_shm_segments(pid)
+        super()._terminate(pid, grace_s, kill_wait_s)
+
+    def _after_exit(self, pid: int) -> None:
+        # Also after a graceful exit: a stray tritonserver or stub must not keep the ports.
+        kill_stragglers(pid)
+        _remove_shm_segments(pid, self._segments)
+        self._segments = set()
+        if self._proc is not None and self._proc.pid == pid:
+            self._proc = None  # reaped; pid and wait() answer for the next start only
+
+
+class _Readiness:
+    """Polls whether the server is live and the model ready; remembers why not."""
+
+    def __init__(self, options: TritonServerOptions, model_name: str) -> None:
+        self._model_name = model_name
+        grpc: Any = require("tritonclient.grpc", "triton")
+        self._grpc = grpc
+        if options.tls_cert_file:
+            # A TLS endpoint needs a client that trusts (and, for mTLS, is trusted by)
+            # the server's CA; the loopback HTTP endpoint answers the same questions.
+            self._client: Any = _HttpReadiness(options)
+        else:
+            self._client = grpc.InferenceServerClient(options.grpc_url)
+        self.last_error = "no answer yet"
+
+    def ready(self) -> bool:
+        try:
+            if self._client.is_server_live(client_timeout=2.0) and self._client.is_model_ready(
+                self._model_name, client_timeout=2.0
+            ):
+                return True
+            self.last_error = f"server live, model {self._model_name!r} not ready yet"
+        except self._grpc.InferenceServerException as e:
+            self.last_error = str(e)
+        return False
+
+    def close(self) -> None:
+        self._client.close()
 
 
 class _HttpReadiness:
@@ -705,20 +734,5 @@ def stop_detached(run_dir: Path, *, timeout_s: float = 30.0) -> ServerInfo | Non
         The stopped server, or None when none was running (a stale pid file is removed).
     """
     info = read_pid_file(run_dir)
-    pid_path = run_dir / "server.pid"
-    if info is None or not is_server_process(info.pid):
-        with contextlib.suppress(FileNotFoundError):
-            pid_path.unlink()
-        return None
-    segments = _group_shm_segments(info.pid)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(info.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and is_server_process(info.pid):
-        time.sleep(0.2)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        signal_group(info.pid, signal.SIGKILL)
-    _remove_shm_segments(info.pid, segments)
-    with contextlib.suppress(FileNotFoundError):
-        pid_path.unlink()
-    return info
+    server = TritonServer(TritonServerOptions(run_dir=run_dir, stop_timeout_s=timeout_s))
+    return info if server.stop_recorded() else None
