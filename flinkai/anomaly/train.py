@@ -97,8 +97,9 @@ class TrainOptions:
 _SELECTED = TrainOptions(epochs=200, lr=1e-2, threads=1, val_fraction=0.2, patience=20)
 
 #: Each variant's default settings for ``flinkai model train-anomaly``: the ones
-#: :mod:`flinkai_bench.research.anomaly.search` chose by validation loss (docs/anomaly.md has the
-#: table). One thread, as in the search, so the defaults rebuild its models exactly.
+#: :mod:`flinkai_bench.research.anomaly.search` chose by validation loss (every candidate's
+#: curve: benchmarks/results/2026-12-03-2vcpu-epyc/anomaly-search200-{hybrid,lstm}.json).
+#: One thread, as in the search, so the defaults rebuild its models exactly.
 DEFAULTS: dict[ModelKind, tuple[ModelSpec, TrainOptions]] = {
     "hybrid": (ModelSpec(kind="hybrid", hidden=64, gate=True), _SELECTED),
     "lstm": (ModelSpec(kind="lstm", hidden=128), _SELECTED),
