@@ -7,7 +7,7 @@ change ``source`` here; ``flinkai bench report`` then rewrites the README block.
 
 from __future__ import annotations
 
-from flinkai_bench.report import ROW_KEY, VALUE, TableSpec, col
+from flinkai_bench.report_spec import ROW_KEY, VALUE, TableSpec, col
 
 __all__ = ["TABLES"]
 
