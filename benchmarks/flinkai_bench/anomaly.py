@@ -76,10 +76,7 @@ import numpy as np
 import numpy.typing as npt
 
 from flinkai.anomaly.cad import (
-    CadConfig,
     CadDetector,
-    ProbationRangeCad,
-    nab_rest_period,
     rest_masked,
 )
 from flinkai.anomaly.cad_growing import GrowingRangeCad, GrowingRangeConfig
@@ -125,6 +122,11 @@ from flinkai_bench.research.anomaly.baselines import (
     RobustZScore,
     StreamingDetector,
     ZScore,
+)
+from flinkai_bench.research.anomaly.cad_nab import (
+    ProbationRangeCad,
+    nab_cad_config,
+    nab_rest_period,
 )
 from flinkai_bench.research.anomaly.keyed import ValueKeyDetector, ValueModel
 from flinkai_bench.research.anomaly.logo import logo_select
@@ -225,7 +227,7 @@ def _series_model(name: str, series: NabSeries, max_contexts: int) -> ValueModel
     cap = max_contexts if name.endswith("_capped") else 0
     if name in ("cad", "cad_capped"):
         values = series.values
-        config = CadConfig.for_nab(values.min(), values.max(), probation, cap)
+        config = nab_cad_config(values.min(), values.max(), probation, cap)
         return ValueModel(
             name, lambda: CadDetector(config), partial(CadDetector.from_snapshot, config=config)
         )

@@ -44,9 +44,8 @@ longest ago; the older id first on a tie) are evicted down to
 Ids are never reused, so the neuron facts of evicted contexts that remain inside
 stored left semi-contexts cannot be mistaken for a new context's.
 
-:class:`ProbationRangeCad` is the causal variant: NAB hands the detector the min and
-max of the whole file (future values included); this one learns them from the first
-``probation`` values only, then replays those values through the detector.
+NAB hands the detector the min and max of the whole file (future values included);
+the operator's ways without them are in :mod:`flinkai.anomaly.contextual`.
 """
 
 from __future__ import annotations
@@ -68,10 +67,8 @@ __all__ = [
     "VALUE_BITS",
     "CadConfig",
     "CadDetector",
-    "ProbationRangeCad",
     "check_value",
     "encode_level",
-    "nab_rest_period",
     "rest_masked",
     "rest_step",
 ]
@@ -143,29 +140,12 @@ class CadConfig:
         if self.max_contexts < 0 or 0 < self.max_contexts < 4:
             raise DetectorInputError(f"max_contexts must be 0 or >= 4, got {self.max_contexts}")
 
-    @classmethod
-    def for_nab(
-        cls, value_min: float, value_max: float, probation: int, max_contexts: int = 0
-    ) -> CadConfig:
-        """NAB's setting: the given range, rest period ``int(probation / 5)`` (at least 1)."""
-        return cls(
-            float(value_min),
-            float(value_max),
-            rest_period=nab_rest_period(probation),
-            max_contexts=max_contexts,
-        )
-
     @property
     def step(self) -> float:
         """Width of one level (``1`` for a flat range, as published)."""
         span = self.value_max - self.value_min
         top = 2**self.value_bits - 1
         return (span if span > 0 else float(top)) / top
-
-
-def nab_rest_period(probation: int) -> int:
-    """NAB's rest period for CAD OSE: a fifth of the probationary period, at least 1."""
-    return max(1, int(probation / 5))
 
 
 def rest_masked(
@@ -493,75 +473,4 @@ class CadDetector:
             det.steps = int(state["steps"])
         except (KeyError, IndexError, TypeError, ValueError) as e:
             raise DetectorInputError(f"malformed CAD snapshot: {e}") from e
-        return det
-
-
-class ProbationRangeCad:
-    """CAD OSE with the range learnt from the first ``probation`` values only.
-
-    Those values score 0 and are kept; at the last of them the range is their
-    min/max, and the detector is built and fed them in order (their scores are
-    discarded). Every later value goes straight through :meth:`CadDetector.update`.
-
-    Args:
-        probation: Values that fix the range (NAB: the file's probationary period).
-        rest_period: :attr:`CadConfig.rest_period`.
-        max_contexts: :attr:`CadConfig.max_contexts` (0: unbounded).
-    """
-
-    def __init__(self, probation: int, rest_period: int, max_contexts: int = 0) -> None:
-        if probation < 1:
-            raise DetectorInputError(f"probation must be >= 1, got {probation}")
-        self.probation = probation
-        self.rest_period = rest_period
-        self.max_contexts = max_contexts
-        self._buffer: list[float] = []
-        self.detector: CadDetector | None = None
-
-    def update(self, x: float) -> float:
-        """Score and learn ``x`` (0 while the range is being learnt).
-
-        Raises:
-            DetectorInputError: ``x`` is not a finite number (the state is unchanged).
-        """
-        v = check_value(x)
-        if self.detector is not None:
-            return self.detector.update(v)
-        self._buffer.append(v)
-        if len(self._buffer) >= self.probation:
-            cfg = CadConfig(min(self._buffer), max(self._buffer), rest_period=self.rest_period,
-                            max_contexts=self.max_contexts)  # fmt: skip
-            self.detector = CadDetector(cfg)
-            for b in self._buffer:
-                self.detector.update(b)
-            self._buffer = []
-        return 0.0
-
-    def snapshot(self) -> dict[str, Any]:
-        """Plain data: the buffered values, or the range and the detector's state."""
-        if self.detector is None:
-            return {"buffer": list(self._buffer)}
-        cfg = self.detector.config
-        return {"range": [cfg.value_min, cfg.value_max], "cad": self.detector.snapshot()}
-
-    @classmethod
-    def from_snapshot(
-        cls, state: Mapping[str, Any], probation: int, rest_period: int, max_contexts: int = 0
-    ) -> ProbationRangeCad:
-        """Rebuild from :meth:`snapshot` output.
-
-        Raises:
-            DetectorInputError: The snapshot is malformed.
-        """
-        det = cls(probation, rest_period, max_contexts)
-        if "buffer" in state:
-            det._buffer = [check_value(v) for v in state["buffer"]]
-            return det
-        try:
-            lo, hi = (float(v) for v in state["range"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise DetectorInputError(f"malformed CAD snapshot: {e}") from e
-        det.detector = CadDetector.from_snapshot(
-            state["cad"], CadConfig(lo, hi, rest_period=rest_period, max_contexts=max_contexts)
-        )
         return det

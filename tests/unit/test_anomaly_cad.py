@@ -13,9 +13,7 @@ from flinkai.anomaly.cad import (
     NEURON_FACT_BASE,
     CadConfig,
     CadDetector,
-    ProbationRangeCad,
     encode_level,
-    nab_rest_period,
 )
 from flinkai.anomaly.errors import DetectorInputError
 
@@ -98,29 +96,6 @@ def test_snapshot_round_trip_mid_stream_gives_identical_scores() -> None:
         assert det.snapshot() == ref.snapshot()
 
 
-def test_probation_range_learns_from_the_first_values_only() -> None:
-    rng = np.random.default_rng(5)
-    xs = [float(v) for v in rng.normal(10, 2, size=300)]
-    probation = 60
-    det = ProbationRangeCad(probation, rest_period=4)
-    got = [det.update(x) for x in xs]
-    assert got[:probation] == [0.0] * probation
-    # after the probation it is the plain detector on the probation's range, fed everything
-    lo, hi = min(xs[:probation]), max(xs[:probation])
-    assert det.detector is not None and det.detector.config.value_max == hi
-    assert max(xs) > hi  # so later values do fall outside the learnt range
-    plain = CadDetector(CadConfig(lo, hi, rest_period=4))
-    want = [plain.update(x) for x in xs]
-    assert got[probation:] == want[probation:]
-    # round trip while buffering and after
-    for cut in (30, 200):
-        again = ProbationRangeCad(probation, 4)
-        part = [again.update(x) for x in xs[:cut]]
-        state = pickle.loads(pickle.dumps(again.snapshot()))
-        again = ProbationRangeCad.from_snapshot(state, probation, 4)
-        assert part + [again.update(x) for x in xs[cut:]] == got
-
-
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, "abc", None])
 def test_bad_values_are_rejected_and_leave_the_state_alone(bad: object) -> None:
     det, ref = CadDetector(_cfg(rest_period=2)), CadDetector(_cfg(rest_period=2))
@@ -131,10 +106,6 @@ def test_bad_values_are_rejected_and_leave_the_state_alone(bad: object) -> None:
         det.update(bad)  # type: ignore[arg-type]
     assert det.snapshot() == ref.snapshot()
     assert [det.update(x) for x in _pattern(2)] == [ref.update(x) for x in _pattern(2)]
-    learning = ProbationRangeCad(5, 1)
-    with pytest.raises(DetectorInputError):
-        learning.update(bad)  # type: ignore[arg-type]
-    assert learning.snapshot() == {"buffer": []}
 
 
 def test_bad_settings_and_snapshots_are_rejected() -> None:
@@ -144,8 +115,6 @@ def test_bad_settings_and_snapshots_are_rejected() -> None:
         CadConfig(0.0, math.inf)
     with pytest.raises(DetectorInputError, match="rest_period"):
         CadConfig(0.0, 1.0, rest_period=0)
-    with pytest.raises(DetectorInputError, match="probation"):
-        ProbationRangeCad(0, 1)
     good = CadDetector(_cfg())
     for x in _pattern(2):
         good.update(x)
@@ -158,13 +127,6 @@ def test_bad_settings_and_snapshots_are_rejected() -> None:
         CadDetector.from_snapshot({k: v for k, v in state.items() if k != "left"}, _cfg())
     # control: the untouched snapshot is accepted
     assert CadDetector.from_snapshot(state, _cfg()).snapshot() == state
-
-
-def test_nab_rest_period() -> None:
-    assert nab_rest_period(750) == 150
-    assert nab_rest_period(604) == 120
-    assert nab_rest_period(3) == 1
-    assert CadConfig.for_nab(1, 5, 750).rest_period == 150
 
 
 def _noisy(n: int) -> list[float]:
@@ -202,16 +164,7 @@ def test_capped_store_stays_bounded_evicts_lru_and_round_trips() -> None:
     assert min(used) >= capped.steps - 200
 
 
-def test_capped_probation_variant_round_trips_and_bad_caps_are_rejected() -> None:
-    xs = _noisy(300)
-    ref, det = ProbationRangeCad(50, 4, 30), ProbationRangeCad(50, 4, 30)
-    for i, x in enumerate(xs):
-        if i % 37 == 0:
-            det = ProbationRangeCad.from_snapshot(
-                pickle.loads(pickle.dumps(det.snapshot())), 50, 4, 30
-            )
-        assert det.update(x) == ref.update(x)
-    assert ref.detector is not None and ref.detector.context_count <= 30
+def test_bad_caps_are_rejected() -> None:
     for bad in (-1, 3):
         with pytest.raises(DetectorInputError, match="max_contexts"):
             _cfg(max_contexts=bad)
