@@ -39,7 +39,10 @@ def test_items_read_back_exactly_and_identical_files_pass(tmp_path: Path) -> Non
     assert back["embeddings"].sha256 == items["embeddings"].sha256
     lines, same = compare(back, load(b))
     assert same and all(": identical" in line for line in lines) and len(lines) == 3
-    assert main(["--compare", str(a), str(b)]) == 0
+    md = tmp_path / "identity.md"
+    assert main(["--compare", str(a), str(b), "--markdown", str(md)]) == 0
+    table = md.read_text(encoding="utf-8")
+    assert "| `llm/0` | identical |" in table and "**all identical**" in table
 
 
 @pytest.mark.parametrize(
