@@ -169,7 +169,7 @@ class EmbeddingConfig:
     #: How the vector leaves the function: ``array`` fills ``embedding`` (ARRAY<FLOAT>,
     #: a JSON array of decimals in the sink); ``f32`` fills ``embedding_f32`` (BYTES: raw
     #: little-endian float32, base64 in a JSON sink). Writing decimals is most of the
-    #: JVM's work per event once the model is fast (benchmarks/README.md, ceiling).
+    #: JVM's work per event once the model is fast (`flinkai bench ceiling` measures it).
     vector_encoding: Literal["array", "f32"] = "array"
 
     def __post_init__(self) -> None:
@@ -206,9 +206,8 @@ class RuntimeConfig:
 
     parallelism: int = 1
     #: Rows per Arrow batch handed to a pandas UDF. Texts are sorted by length only
-    #: within one batch: at 1024 the model sees 1.06x the tokens of a global sort,
-    #: at 256 1.22x (benchmarks/README.md); the bundle time still flushes small
-    #: batches at low rates.
+    #: within one batch, so a larger batch pads less (`flinkai bench embed` measures
+    #: it); the bundle time still flushes small batches at low rates.
     arrow_batch_size: int = 1024
     #: Rows buffered before the JVM flushes a bundle to the Python worker.
     python_bundle_size: int = 1024

@@ -17,11 +17,10 @@ The core method, per key and driven by event time:
    ``z > z_threshold``. A drift event re-baselines the detector: the histories and
    the references are cleared and rebuilt from the data that follows.
 
-That recipe, taken literally, fired about 3.5 false alarms per 30-minute
-stationary stream. The literal version compares one 30 s period with the previous
+That recipe, taken literally, raised false alarms on stationary streams. The literal version compares one 30 s period with the previous
 one and z-scores the raw JSD against 5 values; ``plain_config`` in
 ``flinkai_bench.research.drift.baselines`` reproduces it. Each refinement below was measured on
-the AG News topic-shift streams (``flinkai bench drift``; ``benchmarks/README.md``).
+the AG News topic-shift streams (``flinkai bench drift``; its figures: ``benchmarks/README.md``).
 
 * **The JSD's noise depends on the sample size.** Take two histograms of ``n``
   and ``m`` samples from one distribution. Then ``8 * n*m/(n+m) * JSD`` (in nats)

@@ -21,7 +21,7 @@ static QDQ with MinMax calibration only 0.928 mean, so it is opt-in
 fp16 uses onnxruntime's own converter (``onnxruntime.transformers.float16``, no extra
 dependency) with ``keep_io_types``: inputs stay int64 and the output fp32, so the
 backend's feeds and outputs do not change. It is meant for GPUs; on CPU it is no
-faster (see ``benchmarks/README.md``).
+faster (``flinkai bench embed`` measures both).
 """
 
 from __future__ import annotations

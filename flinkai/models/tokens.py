@@ -61,7 +61,7 @@ class TokenizedBatch:
     @classmethod
     def encode(cls, tokenizer: Any, texts: Sequence[str]) -> TokenizedBatch:
         # encode_batch_fast (tokenizers >= 0.21) skips character offsets, which no
-        # backend reads: about 10% less tokenising CPU (benchmarks/README.md, ceiling).
+        # backend reads, so tokenising costs less CPU (`flinkai bench ceiling`).
         encode = getattr(tokenizer, "encode_batch_fast", None) or tokenizer.encode_batch
         encodings = encode(list(texts))
         n = len(encodings)

@@ -12,8 +12,8 @@ process in ``open()`` and shared by every instance there.
 The second form embeds one field of a ROW made by another Python function. Flink then
 runs both functions in one Python operator: ``text_to_vector(c.click_text)`` needs a
 Java projection between them, which splits them into two Python operators, each
-waiting for its own bundle (benchmarks/README.md: p99 at 20 events/s 0.65 s, against
-2.9-7.6 s with two operators).
+waiting for its own bundle, which multiplies the latency at low rates
+(``flinkai bench embed --variants latency`` measures it).
 """
 
 import time
