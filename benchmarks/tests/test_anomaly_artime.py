@@ -18,10 +18,11 @@ import pytest
 
 from flinkai.anomaly.errors import DetectorInputError
 from flinkai.anomaly.nab import NabSeries, load_nab_folder, probationary_length, require_nab_folder
+from flinkai.datasets import datasets_dir
 from flinkai_bench.research.anomaly import artime
 from flinkai_bench.research.anomaly.artime import ArtimeConfig, ArtimeDetector, haar_features
 
-SHARED_NAB = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "nab"
+SHARED_NAB = datasets_dir() / "nab"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nab_results"
 #: NAB's pandas parsed these two files' values differently in the last bit (the
 #: published results file prints them, e.g. 0.0680387288976999 for 0.0680387288977);

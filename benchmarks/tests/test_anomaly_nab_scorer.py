@@ -21,6 +21,7 @@ import pytest
 from flinkai.anomaly import nab
 from flinkai.anomaly.errors import NabDataError
 from flinkai.anomaly.nab import LabelledSeries, Window
+from flinkai.datasets import datasets_dir
 from flinkai_bench.research.anomaly import nab_score
 from flinkai_bench.research.anomaly.nab_score import PROFILES, CostProfile
 
@@ -96,7 +97,7 @@ def _load_local(root: Path) -> dict[str, nab.NabSeries]:
 
 
 #: The shared NAB subset beside the checkout (CI has it there).
-SHARED_NAB = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "nab"
+SHARED_NAB = datasets_dir() / "nab"
 
 
 @pytest.fixture

@@ -17,10 +17,11 @@ from flinkai.anomaly.detector import DetectorConfig, PointRejected, SeriesDetect
 from flinkai.anomaly.spec import ModelSpec, read_meta
 from flinkai.anomaly.step import RecurrentState, StepModel
 from flinkai.anomaly.train import TrainOptions, TrainResult, series_inputs, train_model
+from flinkai.datasets import datasets_dir
 
 torch = pytest.importorskip("torch")
 
-SHARED_NAB = Path(__file__).resolve().parents[2].parent / "shared" / "datasets" / "nab"
+SHARED_NAB = datasets_dir() / "nab"
 STEPS = 500
 WINDOW = 64  # well under STEPS, so the sliding KV cache is exercised
 
