@@ -380,10 +380,21 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated item groups (default: all)")  # fmt: skip
     parser.add_argument("--datasets", type=Path, default=None,
                         help="data sets root (default: flinkai.datasets.datasets_dir())")  # fmt: skip
+    parser.add_argument("--timing", type=Path, metavar="DIR",
+                        help="tabulate DIR's interleaved embed/kvcache before/after runs "
+                        "(to --markdown, else stdout)")  # fmt: skip
     parser.set_defaults(handler=_handle)
 
 
 def _handle(args: argparse.Namespace) -> int:
+    if args.timing:
+        from flinkai_bench.identity_timing import timing_markdown
+
+        text = timing_markdown(args.timing)
+        if args.markdown:
+            args.markdown.write_text(text, encoding="utf-8")
+        print(text)
+        return 0
     if args.compare:
         lines, same = compare(load(args.compare[0]), load(args.compare[1]))
         verdict = "all identical" if same else "DIFFERENCES FOUND"

@@ -89,3 +89,33 @@ def test_the_drift_item_is_deterministic_and_detects_the_shifts() -> None:
     # the jump comes at event 1200 and the ramp after 2100: both are found, after them
     hits = first["value"]["detections"]
     assert hits and 1200 <= hits[0] < 1300 and any(h > 2100 for h in hits), hits
+
+
+def test_timing_table_pairs_rounds_and_reports_ratios(tmp_path: Path) -> None:
+    from flinkai_bench.identity_timing import timing_markdown
+
+    def write(kind: str, side: str, i: int, scale: float) -> None:
+        if kind == "embed":
+            body = {"rows": [{"texts_per_s": 50.0 * scale, "extra": {"cpu_ms_per_text": 16.0}}]}
+        else:
+            body = {
+                "machine": {"loadavg_start": [1.0, 1.0, 1.0]},
+                "rows": [
+                    {"length": 256, "mode": "none", "ttft_ms": [600.0 * scale, 700.0 * scale]},
+                    {"length": 256, "mode": "memory", "share": 0.9, "ttft_p50_ms": 200.0},
+                    {"length": 64, "mode": "none", "ttft_ms": [1.0]},  # another length: ignored
+                ],
+            }
+        (tmp_path / f"{kind}-{side}-{i}.json").write_text(json.dumps(body))
+
+    for i in (1, 2):
+        for kind in ("embed", "kvcache"):
+            write(kind, "before", i, 1.0)
+            write(kind, "after", i, 2.0)
+    write("embed", "before", 3, 1.0)  # an incomplete round is left out
+    text = timing_markdown(tmp_path)
+    assert "before 1, after 1, before 2, after 2;" in text
+    assert "| embed raw_ort texts/s | 50.0 | 100.0 | 2.000 | 2.000 (2.00 to 2.00) |" in text
+    assert "| kvcache TTFT ms, 256 tok, no cache (median) | 650.0 | 1300.0 | 2.000 |" in text
+    with pytest.raises(FileNotFoundError):
+        timing_markdown(tmp_path / "empty")
