@@ -21,8 +21,6 @@ forward; a mismatch above ``tolerance`` fails the command.
 from __future__ import annotations
 
 import hashlib
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -44,6 +42,7 @@ from flinkai.anomaly.spec import (
     ModelSpec,
     anomaly_models_dir,
 )
+from flinkai.staging import staged_dir
 
 __all__ = [
     "DEFAULTS",
@@ -330,9 +329,9 @@ def train_model(
     model = Forecaster(spec)
     fit = _fit(torch, model, seqs, opts, say)
     losses = fit.losses
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    try:
+    # built beside its target and renamed into place: a reader never sees half a model
+    with staged_dir(folder) as stage:
+        work = stage.path
         _export(torch, model, work / ONNX_FILE)
         torch.save(model.state_dict(), work / TORCH_FILE)
         digest = hashlib.sha256((work / ONNX_FILE).read_bytes()).hexdigest()[:12]
@@ -346,12 +345,6 @@ def train_model(
         longest = max(seqs, key=lambda s: len(s[1]))[1]
         diff = _verify(torch, model, work, longest, opts.tolerance)
         say(f"  ONNX step vs torch forward over {len(longest)} steps: max |diff| {diff:.1e}")
-        if folder.exists():
-            shutil.rmtree(folder)
-        work.rename(folder)
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
     return TrainResult(
         folder, meta, time.perf_counter() - t0, losses, fit.val_losses, fit.best_epoch,
         fit.best_val_loss,
