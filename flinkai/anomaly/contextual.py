@@ -43,7 +43,7 @@ from flinkai.anomaly.cad_growing import (
     GrowingRangeCad,
     GrowingRangeConfig,
 )
-from flinkai.anomaly.contract import KeyDetector, PointScore, check_point
+from flinkai.anomaly.contract import KeyDetector, PointScore
 from flinkai.anomaly.errors import DetectorInputError
 
 if TYPE_CHECKING:
@@ -181,7 +181,6 @@ class CadSeriesDetector(KeyDetector):
         self.model = model
         self.config = config
         self.cad = model.new_cad()
-        self.last_ts: int | None = None
         # CAD's raw score of the last point (before the rest period); not state.
         self.last_error: float | None = None
 
@@ -189,16 +188,8 @@ class CadSeriesDetector(KeyDetector):
     def model_version(self) -> str:
         return self.model.model_version
 
-    def update(self, ts_ms: int, value: float) -> PointScore:
-        """Score one point, then learn it.
-
-        Raises:
-            PointRejected: ``value`` is not finite, or ``ts_ms`` is not after the
-                key's last timestamp.
-        """
-        check_point(ts_ms, value, self.last_ts)
+    def _step(self, ts_ms: int, value: float) -> PointScore:
         score = self.cad.update(value)
-        self.last_ts = ts_ms
         raw = self.cad.last_raw
         self.last_error = None if math.isnan(raw) else raw
         return PointScore(score, score >= self.config.threshold_or(self.model.threshold))

@@ -90,21 +90,23 @@ class PointScore:
 class KeyDetector(ABC):
     """All state of one key under one detector, and the per-point logic.
 
-    Subclasses set :attr:`last_error` in :meth:`update` (the detector's own output
-    before any scorer, ``None`` where it has none; not state) and keep everything
-    else a later point depends on in :meth:`snapshot`.
+    :meth:`update` checks the point and keeps :attr:`last_ts`; subclasses implement
+    :meth:`_step`, set :attr:`last_error` there (the detector's own output before any
+    scorer, ``None`` where it has none; not state) and keep everything else a later
+    point depends on in :meth:`snapshot`.
     """
 
     #: Version tag of :meth:`snapshot`'s layout.
     SNAPSHOT_VERSION = 1
     last_error: float | None = None
+    #: The last accepted point's timestamp (state: a snapshot carries it).
+    last_ts: int | None = None
 
     @property
     @abstractmethod
     def model_version(self) -> str:
         """What the key's state means; another version restarts it on restore."""
 
-    @abstractmethod
     def update(self, ts_ms: int, value: float) -> PointScore:
         """Score one point, then learn it.
 
@@ -112,6 +114,14 @@ class KeyDetector(ABC):
             PointRejected: ``value`` is not finite, or ``ts_ms`` is not after the
                 key's last timestamp; the state is unchanged.
         """
+        check_point(ts_ms, value, self.last_ts)
+        result = self._step(ts_ms, value)
+        self.last_ts = ts_ms
+        return result
+
+    @abstractmethod
+    def _step(self, ts_ms: int, value: float) -> PointScore:
+        """Score and learn a point :meth:`update` has accepted."""
 
     @abstractmethod
     def snapshot(self) -> dict[str, Any]:

@@ -105,7 +105,6 @@ class SeriesDetector(KeyDetector):
         self.scorer = ErrorScorer(config.scorer)
         self.state = RecurrentState.zeros(model.spec)
         self.forecast: float | None = None
-        self.last_ts: int | None = None
         # The last scored point's forecast error, before the scorer (not state: for
         # the benchmark, which runs other scorers over the same errors).
         self.last_error: float | None = None
@@ -114,14 +113,7 @@ class SeriesDetector(KeyDetector):
     def model_version(self) -> str:
         return self.model.model_version
 
-    def update(self, ts_ms: int, value: float) -> PointScore:
-        """Score one point and advance the model.
-
-        Raises:
-            PointRejected: ``value`` is not finite, or ``ts_ms`` is not after the
-                key's last timestamp.
-        """
-        check_point(ts_ms, value, self.last_ts)
+    def _step(self, ts_ms: int, value: float) -> PointScore:
         score = 0.0
         self.last_error = None
         if self.forecast is not None:
@@ -131,7 +123,6 @@ class SeriesDetector(KeyDetector):
         self.normalizer.update(value)
         x = feature_row(self.normalizer.scale(value), ts_ms)
         self.forecast, self.state = self.model.step(x, self.state)
-        self.last_ts = ts_ms
         return PointScore(score, score >= self.config.threshold_or(DEFAULT_THRESHOLD))
 
     def snapshot(self) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flinkai.anomaly.contract import KeyDetector, PointScore, check_point
+from flinkai.anomaly.contract import KeyDetector, PointScore
 from flinkai.anomaly.features import ErrorScorer
 from flinkai.anomaly.zscore import DEFAULT_WINDOW, ZScore
 
@@ -73,7 +73,6 @@ class ZScoreSeriesDetector(KeyDetector):
         self.config = config
         self.zscore = ZScore(model.window)
         self.scorer = ErrorScorer(config.scorer)
-        self.last_ts: int | None = None
         # The last point's z-score before the scorer (None: none yet); not state.
         self.last_error: float | None = None
 
@@ -81,19 +80,11 @@ class ZScoreSeriesDetector(KeyDetector):
     def model_version(self) -> str:
         return self.model.model_version
 
-    def update(self, ts_ms: int, value: float) -> PointScore:
-        """Score one point, then learn it.
-
-        Raises:
-            PointRejected: ``value`` is not finite, or ``ts_ms`` is not after the
-                key's last timestamp.
-        """
+    def _step(self, ts_ms: int, value: float) -> PointScore:
         from flinkai.anomaly.detector import DEFAULT_THRESHOLD
 
-        check_point(ts_ms, value, self.last_ts)
         z = self.zscore.score_one(value)
         self.zscore.learn_one(value)
-        self.last_ts = ts_ms
         self.last_error = None if math.isnan(z) else z
         if self.config.scorer.likelihood == "numenta":
             score = self.scorer.score(0.0 if math.isnan(z) else z, value)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from flinkai.anomaly.contract import KeyDetector, PointScore, check_point
+from flinkai.anomaly.contract import KeyDetector, PointScore
 
 __all__ = ["ValueDetector", "ValueKeyDetector", "ValueModel"]
 
@@ -61,23 +61,14 @@ class ValueKeyDetector(KeyDetector):
     def __init__(self, model: ValueModel, config: Any = None) -> None:
         self.model = model
         self.inner = model.new()
-        self.last_ts: int | None = None
         self.last_error: float | None = None
 
     @property
     def model_version(self) -> str:
         return self.model.model_version
 
-    def update(self, ts_ms: int, value: float) -> PointScore:
-        """Score one point, then learn it.
-
-        Raises:
-            PointRejected: ``value`` is not finite, or ``ts_ms`` is not after the
-                key's last timestamp.
-        """
-        check_point(ts_ms, value, self.last_ts)
+    def _step(self, ts_ms: int, value: float) -> PointScore:
         score = self.inner.update(value)
-        self.last_ts = ts_ms
         self.last_error = score
         return PointScore(score, score >= self.model.threshold)
 
