@@ -8,9 +8,9 @@ other command never import the benchmarks.
 from __future__ import annotations
 
 import argparse
-import importlib
 from collections.abc import Sequence
 
+from flinkai.cli.main import register_modules
 from flinkai_bench import BENCHMARKS
 
 __all__ = ["build_parser", "main"]
@@ -23,14 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Benchmarks; each prints a table and can write JSON.",
     )
     sub = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
-    for name in BENCHMARKS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name != name:  # a real import error inside the module
-                raise
-            continue
-        module.register(sub)
+    register_modules(sub, BENCHMARKS)
     return parser
 
 

@@ -12,12 +12,13 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from flinkai import __version__
 from flinkai.errors import FlinkAIError
 from flinkai.security import redact
 
-__all__ = ["QUIET_LOGGERS", "configure_logging", "main"]
+__all__ = ["QUIET_LOGGERS", "configure_logging", "main", "register_modules"]
 
 #: Command-group modules, in help order.
 COMMAND_MODULES = (
@@ -43,15 +44,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="YAML config file (default: configs/default.yaml)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
+    register_modules(sub, COMMAND_MODULES)
+    return parser
+
+
+def register_modules(subparsers: Any, names: Sequence[str]) -> None:
+    """Call ``register(subparsers)`` of each named module; a module not present is skipped."""
+    for name in names:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as e:
             if e.name != name:  # a real import error inside the module
                 raise
             continue
-        module.register(sub)
-    return parser
+        module.register(subparsers)
 
 
 #: Loggers of other libraries and the lowest level the CLI shows from each.
