@@ -80,10 +80,6 @@ def _unavailable(bootstrap: str, e: BaseException) -> BrokerUnavailableError:
     return BrokerUnavailableError(redact(f"cannot reach Kafka at {bootstrap}: {e}"))
 
 
-def _security(security: ClientSecurity | None) -> dict[str, Any]:
-    return client_options(security)
-
-
 def _connect_failed(
     bootstrap: str, security: ClientSecurity | None, e: BaseException
 ) -> KafkaError:
@@ -110,7 +106,7 @@ def _admin(
             client_id="flinkai-admin",
             bootstrap_timeout_ms=_ms(timeout_s),
             request_timeout_ms=_ms(max(timeout_s, 1.0)),
-            **_security(security),
+            **client_options(security),
         )
     except kerrors.KafkaError as e:
         raise _connect_failed(bootstrap, security, e) from e
@@ -312,7 +308,7 @@ def produce(
             acks="all",
             bootstrap_timeout_ms=_ms(timeout_s),
             max_block_ms=_ms(timeout_s),
-            **_security(security),
+            **client_options(security),
         )
     except kerrors.KafkaError as e:
         raise _connect_failed(bootstrap, security, e) from e
@@ -485,7 +481,7 @@ def _consumer(
             isolation_level=isolation_level,
             bootstrap_timeout_ms=_ms(timeout_s),
             request_timeout_ms=_ms(max(timeout_s, 1.0)),
-            **_security(security),
+            **client_options(security),
         )
     except kerrors.KafkaError as e:
         raise _connect_failed(bootstrap, security, e) from e
