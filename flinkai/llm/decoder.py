@@ -16,6 +16,7 @@ import numpy as np
 import onnxruntime as ort
 
 from flinkai.llm.artifacts import LlmArtifacts, LlmManifest, load_llm_artifacts
+from flinkai.llm.batch import StepInputs
 from flinkai.llm.cache import KvCache, ModelShape
 from flinkai.llm.errors import CacheShapeError, LlmArtifactError, LlmError
 
@@ -146,3 +147,20 @@ class OnnxDecoder:
         logits = np.asarray(outputs[0]).reshape(-1)
         cache = KvCache(keys=tuple(outputs[1::2]), values=tuple(outputs[2::2]))
         return logits, cache
+
+    def forward_batch(
+        self, inputs: StepInputs, past: Sequence[np.ndarray]
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """One step for a batch of rows (:class:`~flinkai.llm.batch.KvBatch` builds the inputs).
+
+        Returns:
+            Logits ``[rows, vocab]`` and the present KV tensors (K then V per layer).
+        """
+        feed: dict[str, np.ndarray] = {
+            "input_ids": inputs.input_ids,
+            "attention_mask": inputs.attention_mask,
+            "position_ids": inputs.position_ids,
+        }
+        feed.update(zip(self._past_names, past, strict=True))
+        outputs = self._session.run(None, feed)
+        return np.asarray(outputs[0]), list(outputs[1:])

@@ -1,0 +1,678 @@
+"""Token-level scheduling of greedy completions: continuous batching across events.
+
+One :class:`Scheduler` per worker owns the decoder. Each :meth:`Scheduler.step`:
+
+1. **admits** waiting requests, highest priority first (a waiting request gains one
+   level per ``aging_s`` seconds, so low priorities never starve), while the running
+   set and the KV budget allow;
+2. **prefills** admitted prompts in chunks, at most ``step_tokens`` tokens per step
+   minus one per running row, so a long prompt stalls running decodes by at most one
+   chunk. A prompt first restores its longest cached prefix from the snapshot store
+   (:class:`~flinkai.llm.prefix.PrefixCache`) and publishes its own blocks after;
+3. **decodes** one token for every running sequence in one batched forward
+   (:class:`~flinkai.llm.batch.KvBatch`). A sequence whose prefill ended joins at
+   this step; one that stopped leaves before the next. Nothing waits for a bundle,
+   a batch or the longest request (Orca's iteration-level scheduling).
+
+Under KV pressure the lowest-priority running sequence (the newest among equals) is
+preempted: its KV is published to the snapshot store, and it waits again with the
+tokens it has. On resume it restores those blocks and recomputes only the tail, so
+its tokens are the ones it would have produced (vLLM's swap, through the store;
+recompute when there is none). A request whose KV could never fit is refused at once.
+
+Sessions: a request with a ``session`` whose prompt extends the session's previous
+turn (prompt + completion) starts from that turn's KV: kept resident while the budget
+allows, offloaded to the store under pressure, restored by prefix lookup.
+
+The class is free of PyFlink and threads of its own until :meth:`start`; a plain
+loop of :meth:`step` calls (tests, the bench's ``raw`` row) runs the same code.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from flinkai.llm.batch import BatchForward, KvBatch
+from flinkai.llm.cache import KvCache, ModelShape
+from flinkai.llm.latency import LatencyWindow
+from flinkai.llm.prefix import Decoder, PrefixCache
+
+__all__ = [
+    "Finished",
+    "Request",
+    "Scheduler",
+    "SchedulerConfig",
+    "SchedulerDecoder",
+    "SchedulerStats",
+    "StepTrace",
+    "TokenDelta",
+]
+
+log = logging.getLogger(__name__)
+
+FinishReason = Literal["stop", "length", "error"]
+
+
+class SchedulerDecoder(Decoder, BatchForward):
+    """A decoder with batch-1 ``forward`` (prefill) and ``forward_batch`` (decode)."""
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """How the scheduler shares the decoder.
+
+    Attributes:
+        max_running: Most sequences in the decode batch (prefilling ones included).
+        step_tokens: Tokens one step may process: one per running row, the rest for
+            prefill chunks (at least ``min_prefill_chunk``).
+        min_prefill_chunk: Prefill tokens per step even when the batch is full.
+        kv_budget_bytes: Bytes of KV (padding included) the worker may hold; 0: none.
+        aging_s: A waiting request gains one priority level per this many seconds.
+        max_waiting: Requests beyond this many waiting are refused (``queue_full``).
+        trace_steps: Keep the composition of the last this many steps (0: off).
+    """
+
+    max_running: int = 32
+    step_tokens: int = 64
+    min_prefill_chunk: int = 16
+    kv_budget_bytes: int = 0
+    aging_s: float = 10.0
+    max_waiting: int = 100_000
+    trace_steps: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("max_running", "step_tokens", "min_prefill_chunk"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.kv_budget_bytes < 0 or self.max_waiting < 0 or self.trace_steps < 0:
+            raise ValueError("kv_budget_bytes, max_waiting and trace_steps must be >= 0")
+        if not self.aging_s > 0:
+            raise ValueError(f"aging_s must be > 0, got {self.aging_s}")
+
+
+@dataclass(frozen=True)
+class Request:
+    """One completion to make.
+
+    Attributes:
+        key: The caller's unique handle for it.
+        prompt_ids: The prompt, chat template applied (for a session's later turn: the
+            previous turns' prompt and completion ids, then the new turn's).
+        max_new_tokens: Most tokens generated, the stop id included.
+        stop_ids: Ids that end the completion (kept as its last token).
+        priority: Higher is admitted first.
+        session: Resume from this session's previous turn's KV when the prompt extends it.
+    """
+
+    key: str
+    prompt_ids: tuple[int, ...]
+    max_new_tokens: int
+    stop_ids: frozenset[int]
+    priority: int = 0
+    session: str | None = None
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A request's outcome.
+
+    Attributes:
+        key: The request's key.
+        token_ids: Generated ids (the stop id included when one ended it).
+        finish_reason: ``stop``, ``length``, or ``error`` (see ``error``).
+        prompt_tokens: Prompt length.
+        cached_tokens: Prompt tokens restored (prefix store or resident session) at
+            first admission instead of prefilled.
+        queue_ms: Submission to first admission.
+        ttft_ms: Submission to first token.
+        e2e_ms: Submission to the last token.
+        preemptions: Times it was preempted.
+        error: ``reason: detail`` when it was refused or failed.
+    """
+
+    key: str
+    token_ids: tuple[int, ...]
+    finish_reason: FinishReason
+    prompt_tokens: int
+    cached_tokens: int
+    queue_ms: float
+    ttft_ms: float
+    e2e_ms: float
+    preemptions: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TokenDelta:
+    """Tokens one step produced for one request (token streaming)."""
+
+    key: str
+    seq: int
+    token_ids: tuple[int, ...]
+    finished: bool
+    finish_reason: FinishReason | None
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """Which requests one step decoded, joined and released."""
+
+    step: int
+    at_s: float
+    running: tuple[str, ...]
+    joined: tuple[str, ...]
+    left: tuple[str, ...]
+    prefill_tokens: int
+    step_ms: float
+
+
+@dataclass
+class SchedulerStats:
+    """Counters and latency windows, for metrics (vLLM's meanings)."""
+
+    steps: int = 0
+    generated_tokens: int = 0
+    prefill_tokens: int = 0
+    finished: int = 0
+    refused: int = 0
+    preemptions: int = 0
+    session_offloads: int = 0
+    peak_kv_bytes: int = 0
+    running: int = 0
+    waiting: int = 0
+    kv_bytes: int = 0
+    ttft_ms: LatencyWindow = field(default_factory=LatencyWindow)
+    tpot_ms: LatencyWindow = field(default_factory=LatencyWindow)
+    itl_ms: LatencyWindow = field(default_factory=LatencyWindow)
+    e2e_ms: LatencyWindow = field(default_factory=LatencyWindow)
+    queue_ms: LatencyWindow = field(default_factory=LatencyWindow)
+
+
+class _Seq:
+    """A request's mutable progress."""
+
+    __slots__ = (
+        "admitted",
+        "cache",
+        "cached_tokens",
+        "counted_cache",
+        "covered",
+        "first_token",
+        "generated",
+        "last_token",
+        "preemptions",
+        "req",
+        "restored",
+        "submitted",
+    )  # fmt: skip
+
+    def __init__(self, req: Request, submitted: float) -> None:
+        self.req = req
+        self.submitted = submitted
+        self.generated: list[int] = []
+        self.cache: KvCache | None = None  # during prefill: KV of context[:covered]
+        self.covered = 0
+        self.restored = 0
+        self.cached_tokens = 0
+        self.counted_cache = False
+        self.admitted: float | None = None
+        self.first_token: float | None = None
+        self.last_token: float | None = None
+        self.preemptions = 0
+
+    @property
+    def context(self) -> list[int]:
+        """What the KV must cover before the next token: the prompt and every token so far."""
+        return [*self.req.prompt_ids, *self.generated]
+
+    def done(self) -> FinishReason | None:
+        if self.generated and self.generated[-1] in self.req.stop_ids:
+            return "stop"
+        if len(self.generated) >= self.req.max_new_tokens:
+            return "length"
+        return None
+
+
+class Scheduler:
+    """Continuous batching over one decoder (see the module docstring).
+
+    Args:
+        decoder: Batch-1 ``forward`` for prefill, ``forward_batch`` for decode.
+        config: Limits and budgets.
+        prefix: Prefix reuse and the preemption/session offload target; None: neither
+            (a preempted sequence then recomputes its KV).
+        on_delta: Called from the stepping thread with each step's new tokens.
+        clock: Seconds, monotonic (tests pass a fake).
+    """
+
+    def __init__(
+        self,
+        decoder: SchedulerDecoder,
+        config: SchedulerConfig | None = None,
+        *,
+        prefix: PrefixCache | None = None,
+        on_delta: Callable[[Sequence[TokenDelta]], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.decoder = decoder
+        self.config = config or SchedulerConfig()
+        self.prefix = prefix
+        self.shape: ModelShape = decoder.shape
+        self.on_delta = on_delta
+        self.clock = clock
+        self.stats = SchedulerStats()
+        self.trace: deque[StepTrace] = deque(maxlen=self.config.trace_steps or 1)
+        self._batch = KvBatch(self.shape)
+        self._lock = threading.Condition()
+        self._inbox: deque[_Seq] = deque()
+        self._waiting: dict[int, deque[_Seq]] = {}
+        self._n_waiting = 0
+        self._prefill: list[_Seq] = []
+        self._running: dict[str, _Seq] = {}
+        self._leaving: list[str] = []
+        self._joining: list[_Seq] = []
+        self._sessions: dict[str, tuple[tuple[int, ...], KvCache]] = {}
+        self._finished: dict[str, Finished] = {}
+        self._known: set[str] = set()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._step_no = 0
+
+    # -- the caller's side (any thread) ----------------------------------------------
+
+    def submit(self, request: Request) -> None:
+        """Queue a request; a refusal comes back through :meth:`take` like a result."""
+        now = self.clock()
+        refusal = self._refusal(request)
+        with self._lock:
+            if request.key in self._known:
+                raise ValueError(f"request {request.key!r} is already queued or running")
+            self._known.add(request.key)
+            if refusal is None and self._n_waiting + len(self._inbox) >= self.config.max_waiting:
+                refusal = (
+                    f"queue_full: {self.config.max_waiting} requests already wait (llm.max_waiting)"
+                )
+            if refusal is not None:
+                self.stats.refused += 1
+                self._finished[request.key] = Finished(
+                    request.key, (), "error", len(request.prompt_ids), 0, 0.0, 0.0, 0.0, 0, refusal
+                )
+            else:
+                self._inbox.append(_Seq(request, now))
+            self._lock.notify_all()
+
+    def _refusal(self, req: Request) -> str | None:
+        if not req.prompt_ids:
+            return "empty_prompt: the prompt has no tokens"
+        if req.max_new_tokens < 1:
+            return f"invalid_options: max_new_tokens must be >= 1, got {req.max_new_tokens}"
+        vocab = self.shape.vocab_size
+        if vocab and (min(req.prompt_ids) < 0 or max(req.prompt_ids) >= vocab):
+            return f"invalid_field: token ids must be in [0, {vocab})"
+        need = (len(req.prompt_ids) + req.max_new_tokens) * self.shape.kv_bytes_per_token
+        budget = self.config.kv_budget_bytes
+        if budget and need > budget:
+            return (
+                f"kv_budget_exceeded: {len(req.prompt_ids)} prompt + {req.max_new_tokens} new "
+                f"tokens need {need} bytes of KV; the budget is {budget} (llm.kv_budget_bytes)"
+            )
+        return None
+
+    def take(self, keys: Iterable[str] | None = None) -> list[Finished]:
+        """Remove and return finished results: those of ``keys``, or all when None."""
+        with self._lock:
+            wanted = list(self._finished) if keys is None else keys
+            out = [self._finished.pop(k) for k in wanted if k in self._finished]
+            for f in out:
+                self._known.discard(f.key)
+            return out
+
+    def known(self, key: str) -> bool:
+        """Whether ``key`` is queued, running or finished and not yet taken."""
+        with self._lock:
+            return key in self._known
+
+    @property
+    def pending(self) -> int:
+        """Requests submitted and not yet finished."""
+        with self._lock:
+            return len(self._known) - len(self._finished)
+
+    def start(self) -> None:
+        """Run :meth:`step` on a daemon thread until :meth:`close`."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="flinkai-llm-scheduler")
+            self._thread.daemon = True
+            self._thread.start()
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop the thread (the step in progress ends first)."""
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._closed and not self._has_work():
+                    self._lock.wait(0.5)
+                if self._closed:
+                    return
+            try:
+                self.step()
+            except Exception as e:  # a broken step must fail its requests, not the worker
+                log.exception("scheduler step failed; failing its running requests")
+                self._fail_all(f"internal_error: {type(e).__name__}: {e}")
+
+    def _has_work(self) -> bool:
+        return bool(self._inbox or self._n_waiting or self._prefill or self._running)
+
+    # -- one iteration -------------------------------------------------------------------
+
+    def step(self) -> bool:
+        """Admit, prefill one budget of chunks, decode one token for every running row.
+
+        Returns:
+            Whether there was anything to do.
+        """
+        started = self.clock()
+        with self._lock:
+            while self._inbox:
+                seq = self._inbox.popleft()
+                self._waiting.setdefault(seq.req.priority, deque()).append(seq)
+                self._n_waiting += 1
+        if not (self._n_waiting or self._prefill or self._running):
+            self._update_gauges()
+            return False
+        self._admit(started)
+        prefill_tokens = self._prefill_chunks()
+        joined = [s.req.key for s in self._joining]
+        left = list(self._leaving)
+        self._make_room()
+        self._batch.change(self._leaving, [(s.req.key, self._take_cache(s)) for s in self._joining])
+        for s in self._joining:
+            self._running[s.req.key] = s
+        self._leaving, self._joining = [], []
+        deltas = self._decode() if self._running else []
+        self._step_no += 1
+        self.stats.steps += 1
+        step_ms = (self.clock() - started) * 1000.0
+        if self.config.trace_steps:
+            self.trace.append(
+                StepTrace(
+                    self._step_no,
+                    started,
+                    tuple(self._batch.keys),
+                    tuple(joined),
+                    tuple(left),
+                    prefill_tokens,
+                    step_ms,
+                )
+            )
+        self._update_gauges()
+        if deltas and self.on_delta is not None:
+            self.on_delta(deltas)
+        return True
+
+    def _take_cache(self, seq: _Seq) -> KvCache:
+        cache = seq.cache
+        assert cache is not None
+        seq.cache = None
+        return cache
+
+    def _admit(self, now: float) -> None:
+        cfg = self.config
+        while self._n_waiting and len(self._running) + len(self._prefill) < cfg.max_running:
+            seq = self._peek(now)
+            if seq is None:
+                break
+            if cfg.kv_budget_bytes and self._admission_bytes(seq) > cfg.kv_budget_bytes:
+                self._offload_sessions()
+                if self._admission_bytes(seq) > cfg.kv_budget_bytes and (
+                    self._running or self._prefill
+                ):
+                    break  # wait for room; an empty worker admits anything that fits alone
+            self._pop(seq)
+            if seq.admitted is None:
+                seq.admitted = now
+                self.stats.queue_ms.add((now - seq.submitted) * 1000.0)
+            self._restore(seq)
+            self._prefill.append(seq)
+
+    def _peek(self, now: float) -> _Seq | None:
+        best: _Seq | None = None
+        best_rank = 0.0
+        for priority, queue in self._waiting.items():
+            if not queue:
+                continue
+            head = queue[0]
+            rank = priority + (now - head.submitted) / self.config.aging_s
+            if best is None or rank > best_rank:
+                best, best_rank = head, rank
+        return best
+
+    def _pop(self, seq: _Seq) -> None:
+        self._waiting[seq.req.priority].popleft()
+        self._n_waiting -= 1
+
+    def _requeue(self, seq: _Seq) -> None:
+        # A preempted sequence goes first among its priority: it has waited longest.
+        self._waiting.setdefault(seq.req.priority, deque()).appendleft(seq)
+        self._n_waiting += 1
+
+    def _admission_bytes(self, seq: _Seq) -> int:
+        rows = len(self._running) + len(self._joining) + len(self._prefill) + 1
+        width = max(
+            [self._batch.width + 1, len(seq.context) + 1]
+            + [len(s.context) + 1 for s in (*self._prefill, *self._joining)]
+        )
+        return self._batch.nbytes_if(rows, width) + self._session_bytes()
+
+    def _session_bytes(self) -> int:
+        return sum(c.nbytes for _, c in self._sessions.values())
+
+    def _restore(self, seq: _Seq) -> None:
+        """Start the sequence's KV: a resident session turn, else the prefix store."""
+        context = seq.context
+        past: KvCache | None = None
+        session = seq.req.session
+        if session is not None and session in self._sessions:
+            ids, cache = self._sessions[session]
+            if len(ids) <= len(context) and tuple(context[: len(ids)]) == ids:
+                past = cache
+                del self._sessions[session]
+        if past is None and self.prefix is not None:
+            past = self.prefix.lookup(context).past
+        covered = 0 if past is None else past.seq_len
+        if past is not None and covered >= len(context):
+            covered = len(context) - 1  # a forward needs one new token to give logits
+            past = past.slice(0, covered)
+        seq.cache, seq.covered, seq.restored = past, covered, covered
+        if not seq.counted_cache:
+            seq.cached_tokens, seq.counted_cache = covered, True
+
+    def _prefill_chunks(self) -> int:
+        cfg = self.config
+        budget = max(cfg.step_tokens - len(self._running), cfg.min_prefill_chunk)
+        used = 0
+        while self._prefill and used < budget:
+            seq = self._prefill[0]
+            context = seq.context
+            chunk = context[seq.covered : seq.covered + budget - used]
+            logits, cache = self.decoder.forward(chunk, seq.cache)
+            seq.cache, seq.covered = cache, seq.covered + len(chunk)
+            used += len(chunk)
+            if seq.covered < len(context):
+                continue  # the rest of this prompt in the next step
+            self._prefill.pop(0)
+            self._publish(context, cache, seq)
+            self._emit(seq, int(np.argmax(logits)))
+            if seq.done() is None:
+                self._joining.append(seq)
+        self.stats.prefill_tokens += used
+        return used
+
+    def _publish(self, context: Sequence[int], cache: KvCache, seq: _Seq) -> None:
+        if self.prefix is not None:
+            # Blocks it restored are in the store already.
+            self.prefix.publish(context, cache, seq.restored // self.prefix.block_tokens)
+
+    def _decode(self) -> list[TokenDelta]:
+        keys = list(self._batch.keys)
+        seqs = [self._running[k] for k in keys]
+        logits = self._batch.step(self.decoder, [s.generated[-1] for s in seqs])
+        tokens = np.argmax(logits, axis=-1)
+        deltas: list[TokenDelta] = []
+        for seq, token in zip(seqs, tokens, strict=True):
+            deltas.append(self._emit(seq, int(token)))
+        return deltas
+
+    def _emit(self, seq: _Seq, token: int) -> TokenDelta:
+        now = self.clock()
+        seq.generated.append(token)
+        self.stats.generated_tokens += 1
+        if seq.first_token is None:
+            seq.first_token = now
+            self.stats.ttft_ms.add((now - seq.submitted) * 1000.0)
+        elif seq.last_token is not None:
+            self.stats.itl_ms.add((now - seq.last_token) * 1000.0)
+        seq.last_token = now
+        reason = seq.done()
+        if reason is not None:
+            self._finish(seq, reason, now)
+        return TokenDelta(seq.req.key, len(seq.generated) - 1, (token,), reason is not None, reason)
+
+    def _finish(self, seq: _Seq, reason: FinishReason, now: float) -> None:
+        key = seq.req.key
+        if key in self._running:
+            del self._running[key]
+            self._leaving.append(key)
+            if seq.req.session is not None:
+                self._keep_session(seq, self._batch.extract(key))
+        elif seq.req.session is not None and seq.cache is not None:
+            self._keep_session(seq, seq.cache)
+        seq.cache = None
+        first = seq.first_token if seq.first_token is not None else now
+        n = len(seq.generated)
+        if n > 1:
+            self.stats.tpot_ms.add((now - first) * 1000.0 / (n - 1))
+        self.stats.e2e_ms.add((now - seq.submitted) * 1000.0)
+        self.stats.finished += 1
+        done = Finished(
+            key=key,
+            token_ids=tuple(seq.generated),
+            finish_reason=reason,
+            prompt_tokens=len(seq.req.prompt_ids),
+            cached_tokens=seq.cached_tokens,
+            queue_ms=((seq.admitted or now) - seq.submitted) * 1000.0,
+            ttft_ms=(first - seq.submitted) * 1000.0,
+            e2e_ms=(now - seq.submitted) * 1000.0,
+            preemptions=seq.preemptions,
+        )
+        with self._lock:
+            self._finished[key] = done
+
+    def _keep_session(self, seq: _Seq, cache: KvCache) -> None:
+        """Keep a finished turn's KV for the session's next turn (resident; offloaded later)."""
+        session = seq.req.session
+        assert session is not None
+        ids = tuple(seq.context[: cache.seq_len])
+        self._sessions.pop(session, None)
+        self._sessions[session] = (ids, cache)  # newest last: offloaded last
+
+    def _offload_sessions(self) -> None:
+        """Move every resident session's KV to the store (without one: recomputed later)."""
+        while self._sessions:
+            session = next(iter(self._sessions))
+            ids, cache = self._sessions.pop(session)
+            if self.prefix is not None:
+                self.prefix.publish(ids, cache)
+            self.stats.session_offloads += 1
+
+    def _make_room(self) -> None:
+        """Preempt until the next decode step fits the KV budget."""
+        budget = self.config.kv_budget_bytes
+        if not budget:
+            return
+
+        def need() -> int:
+            staying = [k for k in self._batch.keys if k not in set(self._leaving)]
+            rows = len(staying) + len(self._joining)
+            width = max(
+                [self._batch.length(k) for k in staying] + [len(s.context) for s in self._joining]
+                or [0]
+            )
+            prefill = sum(s.cache.nbytes for s in self._prefill if s.cache is not None)
+            return self._batch.nbytes_if(rows, width + 1) + prefill + self._session_bytes()
+
+        if need() > budget:
+            self._offload_sessions()
+        while need() > budget and len(self._running) + len(self._joining) > 1:
+            self._preempt(self._victim())
+
+    def _victim(self) -> _Seq:
+        candidates = [*self._running.values(), *self._joining]
+        return min(candidates, key=lambda s: (s.req.priority, -s.submitted))
+
+    def _preempt(self, seq: _Seq) -> None:
+        key = seq.req.key
+        if key in self._running:
+            cache = self._batch.extract(key)
+            del self._running[key]
+            self._leaving.append(key)
+        else:
+            self._joining.remove(seq)
+            cache = self._take_cache(seq)
+        if self.prefix is not None:
+            # The blocks go to the store; resuming restores them and recomputes the tail.
+            self.prefix.publish(seq.context[: cache.seq_len], cache)
+        seq.cache, seq.covered = None, 0
+        seq.preemptions += 1
+        self.stats.preemptions += 1
+        self._requeue(seq)
+
+    def _fail_all(self, error: str) -> None:
+        now = self.clock()
+        seqs = [*self._running.values(), *self._prefill, *self._joining]
+        self._running.clear()
+        self._prefill.clear()
+        self._joining.clear()
+        self._leaving.clear()
+        self._batch = KvBatch(self.shape)
+        with self._lock:
+            for seq in seqs:
+                self._finished[seq.req.key] = Finished(
+                    seq.req.key, tuple(seq.generated), "error", len(seq.req.prompt_ids),
+                    seq.cached_tokens, 0.0, 0.0, (now - seq.submitted) * 1000.0,
+                    seq.preemptions, error,
+                )  # fmt: skip
+
+    def _update_gauges(self) -> None:
+        s = self.stats
+        s.running = len(self._running) + len(self._prefill)
+        s.waiting = self._n_waiting + len(self._inbox)
+        prefill = sum(x.cache.nbytes for x in self._prefill if x.cache is not None)
+        s.kv_bytes = self._batch.nbytes + prefill + self._session_bytes()
+        s.peak_kv_bytes = max(s.peak_kv_bytes, s.kv_bytes)
+
+    def cancel(self, keys: Collection[str]) -> None:
+        """Forget requests that are still waiting (the operator's state was discarded)."""
+        with self._lock:
+            gone = set(keys)
+            for queue in self._waiting.values():
+                for seq in [s for s in queue if s.req.key in gone]:
+                    queue.remove(seq)
+                    self._n_waiting -= 1
+            self._inbox = deque(s for s in self._inbox if s.req.key not in gone)
+            self._known -= gone
