@@ -128,6 +128,41 @@ LLM_PREFIX_MISSES = MetricSpec(
     label="reason",
 )
 
+LLM_RUNNING = MetricSpec("llm_running", "gauge", "sequences the LLM scheduler decodes or prefills")
+LLM_WAITING = MetricSpec("llm_waiting", "gauge", "prompts waiting for admission to the scheduler")
+LLM_HELD_PROMPTS = MetricSpec(
+    "llm_held_prompts", "gauge", "prompts held in keyed state, waiting or running (llm.max_waiting)"
+)
+LLM_HELD_BYTES = MetricSpec(
+    "llm_held_bytes", "gauge", "bytes of prompt text held in keyed state (llm.max_waiting_bytes)"
+)
+LLM_KV_BYTES = MetricSpec(
+    "llm_kv_bytes", "gauge", "KV cache bytes the worker holds, padding included"
+)
+LLM_KV_BUDGET_BYTES = MetricSpec(
+    "llm_kv_budget_bytes", "gauge", "the worker's KV budget (llm.kv_budget_bytes; 0: none)"
+)
+LLM_PREEMPTIONS = MetricSpec(
+    "llm_preemptions", "counter", "running sequences preempted to the store under KV pressure"
+)
+LLM_GENERATED_TOKENS = MetricSpec("llm_generated_tokens", "counter", "tokens generated")
+LLM_QUEUE_FULL = MetricSpec(
+    "llm_queue_full", "counter", "prompts dead-lettered as queue_full at the state limits"
+)
+#: Latency distributions as gauges of percentiles over the last 4,096 samples (PyFlink
+#: metric groups have no histogram): TTFT, TPOT, ITL, end to end and queue wait.
+LLM_LATENCIES = tuple(
+    MetricSpec(f"llm_{what}_ms_p{q}", "gauge", f"{title}, p{q} of the last 4096, in ms")
+    for what, title in (
+        ("ttft", "time to first token"),
+        ("tpot", "time per output token after the first"),
+        ("itl", "inter-token latency"),
+        ("e2e", "arrival to last token"),
+        ("queue", "arrival to admission"),
+    )
+    for q in (50, 90, 99)
+)
+
 #: The HPA's backlog metric: Kafka records the job's sources have not read yet, in
 #: embedding batches (prometheus-adapter rule over Flink's pendingRecords).
 BACKLOG_DEPTH = "ai_operator_backlog_depth"
@@ -150,6 +185,16 @@ METRICS: dict[str, MetricSpec] = {
         WINDOW_LENGTH_MS,
         INTERNAL_ERRORS,
         LLM_PREFIX_MISSES,
+        LLM_RUNNING,
+        LLM_WAITING,
+        LLM_HELD_PROMPTS,
+        LLM_HELD_BYTES,
+        LLM_KV_BYTES,
+        LLM_KV_BUDGET_BYTES,
+        LLM_PREEMPTIONS,
+        LLM_GENERATED_TOKENS,
+        LLM_QUEUE_FULL,
+        *LLM_LATENCIES,
     )
 }
 

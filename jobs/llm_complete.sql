@@ -1,23 +1,29 @@
--- llm_complete: prompts from Kafka -> greedy LLM completion with prefix reuse -> Kafka.
--- Input records are JSON {"id": ..., "prompt": ...}. Each yields exactly one output
--- record: a completion {id, completion, model_version, prompt_tokens, cached_tokens,
--- ttft_ms} or a dead letter {reason, detail, payload_base64, source offset...}.
--- Empty, over-long, non-UTF-8 and non-JSON records go to the dead-letter topic; they
--- never stop the job.
+-- llm_complete: prompts from Kafka -> greedy LLM completion, many prompts in flight per
+-- worker -> Kafka. Input records are JSON {"id", "prompt"} with optional "priority"
+-- (-100..100, higher first), "session" (turns of one conversation, run in order),
+-- "max_new_tokens" and "adapter". Each yields exactly one output record: a completion
+-- {id, completion, model_version, prompt_tokens, cached_tokens, ttft_ms, queue_ms,
+-- e2e_ms, finish_reason, session} or a dead letter {reason, detail, payload_base64,
+-- source offset...}. Bad records go to the dead-letter topic; they never stop the job.
+--
+-- Decoding runs beside the bundles (flinkai.operators.llm): a prompt waits in keyed
+-- state until its completion is emitted, so a burst slows the job down and never
+-- holds a checkpoint (docs/llm.md, "Serving under load").
 --
 -- Placeholders (fill with --var NAME=VALUE, env vars, or `vars:` in configs/*.yaml):
 --   KAFKA_BOOTSTRAP, PROMPTS_TOPIC, COMPLETIONS_TOPIC, DLQ_TOPIC,
 --   SCAN_BOUNDED_MODE (unbounded | latest-offset: stop at the offsets seen at start)
 --   DELIVERY_GUARANTEE (default exactly-once), TRANSACTIONAL_ID_PREFIX (built in: per job)
--- The model, max_new_tokens and the prefix store come from the `llm` config section
--- (e.g. FLINKAI_LLM_STORE=kafka FLINKAI_LLM_MAX_NEW_TOKENS=8).
+--   LLM_BUCKETS (default 8: keys, each with one timer; at least the parallelism)
+-- The model, budgets and the prefix store come from the `llm` config section
+-- (e.g. FLINKAI_LLM_STORE=kafka FLINKAI_LLM_KV_BUDGET_BYTES=268435456).
 
 SET 'pipeline.name' = 'flinkai-llm-complete';
+-- A finished completion leaves the worker with the bundle of the timer that found it:
+-- close bundles after 20 ms instead of Flink's 1 s.
+SET 'python.fn-execution.bundle.time' = '20';
 
-CREATE TEMPORARY FUNCTION parse_prompt AS 'llm.parse_prompt' LANGUAGE PYTHON;
-CREATE TEMPORARY FUNCTION llm_complete AS 'llm.llm_complete' LANGUAGE PYTHON;
-
--- Raw bytes, not 'json': parse_prompt sees every record and dead-letters a bad one.
+-- Raw bytes, not 'json': the operator sees every record and dead-letters a bad one.
 CREATE TEMPORARY TABLE prompts_raw (
   payload BYTES,
   `topic` STRING METADATA FROM 'topic' VIRTUAL,
@@ -43,6 +49,10 @@ CREATE TEMPORARY TABLE llm_outputs (
   prompt_tokens INT,
   cached_tokens INT,
   ttft_ms DOUBLE,
+  queue_ms DOUBLE,
+  e2e_ms DOUBLE,
+  finish_reason STRING,
+  `session` STRING,
   reason STRING,
   detail STRING,
   payload_base64 STRING,
@@ -61,32 +71,27 @@ CREATE TEMPORARY TABLE llm_outputs (
   'properties.transaction.timeout.ms' = '900000'
 );
 
--- llm_complete(p, 'prompt') takes parse_prompt's row, so both run in one Python
--- operator; rows whose parse failed are passed on without calling the model.
-CREATE TEMPORARY VIEW completed AS
-SELECT payload, `topic` AS source_topic, `partition` AS source_partition,
-       `offset` AS source_offset, p, llm_complete(p, 'prompt') AS r
-FROM (SELECT *, parse_prompt(payload) AS p FROM prompts_raw);
+-- The key is a bucket of the session (or the id), computed on the JVM side: a
+-- session's turns share a bucket and run in order; a record that is not JSON lands
+-- in a bucket too and is dead-lettered by the operator.
+CREATE TEMPORARY VIEW prompts AS
+SELECT CAST(MOD(ABS(HASH_CODE(COALESCE(JSON_VALUE(CAST(payload AS STRING), '$.session'),
+                                       JSON_VALUE(CAST(payload AS STRING), '$.id'), ''))),
+                ${LLM_BUCKETS:-8}) AS STRING) AS bucket,
+       payload, `partition` AS source_partition, `offset` AS source_offset
+FROM prompts_raw;
 
-CREATE TEMPORARY VIEW outcomes AS
-SELECT *, (p.error_reason IS NULL AND r.error IS NULL) AS ok
-FROM completed;
+CREATE TEMPORARY VIEW completed AS
+  APPLY OPERATOR 'flinkai.operators.llm.complete' TO prompts
+  WITH ('key' = 'bucket', 'payload' = 'payload',
+        'partition' = 'source_partition', 'offset' = 'source_offset');
 
 INSERT INTO llm_outputs
 SELECT
-  IF(ok, '${COMPLETIONS_TOPIC}', '${DLQ_TOPIC}'),
-  p.id,
-  r.completion,
-  r.model_version,
-  r.prompt_tokens,
-  r.cached_tokens,
-  r.ttft_ms,
-  IF(ok, CAST(NULL AS STRING), COALESCE(p.error_reason, SPLIT_INDEX(r.error, ':', 0))),
-  IF(ok, CAST(NULL AS STRING), COALESCE(p.error_detail, r.error)),
-  -- invalid records: parse_prompt kept the raw bytes; valid ones are UTF-8
-  IF(ok, CAST(NULL AS STRING), COALESCE(p.payload_base64, TO_BASE64(CAST(payload AS STRING)))),
-  IF(ok, CAST(NULL AS STRING), source_topic),
-  IF(ok, CAST(NULL AS INT), source_partition),
-  IF(ok, CAST(NULL AS BIGINT), source_offset),
-  IF(ok, CAST(NULL AS TIMESTAMP_LTZ(3)), CURRENT_TIMESTAMP)
-FROM outcomes;
+  IF(error_reason IS NULL, '${COMPLETIONS_TOPIC}', '${DLQ_TOPIC}'),
+  id, completion, model_version, prompt_tokens, cached_tokens, ttft_ms, queue_ms, e2e_ms,
+  finish_reason, `session`, error_reason, error_detail, payload_base64,
+  IF(error_reason IS NULL, CAST(NULL AS STRING), '${PROMPTS_TOPIC}'),
+  source_partition, source_offset,
+  IF(error_reason IS NULL, CAST(NULL AS TIMESTAMP_LTZ(3)), CURRENT_TIMESTAMP)
+FROM completed;

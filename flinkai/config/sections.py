@@ -458,6 +458,19 @@ class LlmConfig:
         store_checksum: ``sha256`` or ``xxh3_128`` (about 20x faster to verify).
         store_dtype: ``same`` or ``float16``: blocks stored at half precision and
             widened on read (half the bytes; lossy, checked on 20 prompts' greedy tokens).
+        max_running: Sequences the scheduler decodes together per worker.
+        step_tokens: Tokens per scheduler step: one per running sequence, the rest
+            prefill chunks (so a long prompt delays running ones by one chunk at most).
+        kv_budget_bytes: KV bytes per worker (padding included); admission waits and
+            the lowest priority is preempted to the store at the budget; 0: no budget.
+            A prompt whose KV can never fit is dead-lettered (``kv_budget_exceeded``).
+        priority_aging_s: A waiting prompt gains one priority level per this many seconds.
+        max_waiting: Prompts a worker holds in state, waiting or running; more are
+            dead-lettered as ``queue_full`` (counted), never dropped.
+        max_waiting_bytes: The same limit in bytes of prompt text held in state.
+        poll_ms: How often a worker checks for finished completions to emit.
+        deltas_topic: Kafka topic for token deltas as they are produced (at-least-once;
+            empty: off).
     """
 
     model: str = "SmolLM2-135M-Instruct"
@@ -475,13 +488,26 @@ class LlmConfig:
     store_codec: Literal["zstd", "none"] = "zstd"
     store_checksum: Literal["sha256", "xxh3_128"] = "sha256"
     store_dtype: Literal["same", "float16"] = "same"
+    max_running: int = 32
+    step_tokens: int = 64
+    kv_budget_bytes: int = 256 * 1024 * 1024
+    priority_aging_s: float = 10.0
+    max_waiting: int = 100_000
+    max_waiting_bytes: int = 256 * 1024 * 1024
+    poll_ms: int = 20
+    deltas_topic: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("max_new_tokens", "max_prompt_tokens", "max_prompt_bytes", "block_tokens"):
+        for name in (
+            "max_new_tokens", "max_prompt_tokens", "max_prompt_bytes", "block_tokens",
+            "max_running", "step_tokens", "max_waiting", "max_waiting_bytes", "poll_ms",
+        ):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ConfigError(f"llm.{name} must be >= 1, got {getattr(self, name)}")
-        if self.cache_max_bytes < 0:
-            raise ConfigError(f"llm.cache_max_bytes must be >= 0, got {self.cache_max_bytes}")
+        if self.cache_max_bytes < 0 or self.kv_budget_bytes < 0:
+            raise ConfigError("llm.cache_max_bytes and llm.kv_budget_bytes must be >= 0")
+        if not self.priority_aging_s > 0:
+            raise ConfigError(f"llm.priority_aging_s must be > 0, got {self.priority_aging_s}")
         if self.cache_ttl_s is not None and not self.cache_ttl_s > 0:
             raise ConfigError(f"llm.cache_ttl_s must be > 0 or null, got {self.cache_ttl_s}")
         if self.store == "kafka" and not self.topic:

@@ -60,14 +60,37 @@ class LlmReason(StrEnum):
     PROMPT_TOO_LONG = "prompt_too_long"
     #: The options argument is not a JSON object of known, valid options.
     INVALID_OPTIONS = "invalid_options"
+    #: The event names an adapter this worker does not serve.
+    UNKNOWN_ADAPTER = "unknown_adapter"
+    #: The prompt plus its token budget needs more KV than ``llm.kv_budget_bytes``.
+    KV_BUDGET_EXCEEDED = "kv_budget_exceeded"
+    #: ``llm.max_waiting`` prompts (or ``llm.max_waiting_bytes``) already wait in this worker.
+    QUEUE_FULL = "queue_full"
+
+
+#: Priority range of an event's ``priority`` field (higher is admitted first).
+PRIORITY_RANGE = (-100, 100)
 
 
 @dataclass(frozen=True)
 class Prompt:
-    """A valid prompt record."""
+    """A valid prompt record.
+
+    Attributes:
+        id: The record's id (string or integer in the JSON).
+        prompt: The user's message.
+        priority: Higher is admitted first (``PRIORITY_RANGE``; default 0).
+        session: Turns with the same session continue one conversation, in order.
+        adapter: The LoRA adapter to decode with (None: the base model).
+        max_new_tokens: The event's token budget (None: ``llm.max_new_tokens``).
+    """
 
     id: str
     prompt: str
+    priority: int = 0
+    session: str | None = None
+    adapter: str | None = None
+    max_new_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -107,7 +130,46 @@ def parse_prompt(payload: bytes | None, max_prompt_bytes: int) -> Prompt | Rejec
             LlmReason.PROMPT_TOO_LONG.value,
             f"prompt is {size} bytes; limit {max_prompt_bytes} (llm.max_prompt_bytes)",
         )
-    return Prompt(str(pid), prompt)
+    fields = _event_fields(obj)
+    if isinstance(fields, Rejected):
+        return fields
+    return Prompt(str(pid), prompt, *fields)
+
+
+def _event_fields(
+    obj: Mapping[str, object],
+) -> tuple[int, str | None, str | None, int | None] | Rejected:
+    """``priority``, ``session``, ``adapter`` and ``max_new_tokens``, each optional."""
+    priority = obj.get("priority", 0)
+    low, high = PRIORITY_RANGE
+    if priority is None:
+        priority = 0
+    if not isinstance(priority, int) or isinstance(priority, bool) or not low <= priority <= high:
+        return Rejected(
+            Reason.INVALID_FIELD.value,
+            f"priority must be an integer in {low}..{high}, got {priority!r}",
+        )
+    texts: list[str | None] = []
+    for name in ("session", "adapter"):
+        value = obj.get(name)
+        if value is not None and (
+            not isinstance(value, str) or not value.strip() or len(value) > 256
+            or not is_utf8_safe(value)
+        ):  # fmt: skip
+            return Rejected(
+                Reason.INVALID_FIELD.value,
+                f"{name} must be a non-empty string of at most 256 chars",
+            )
+        texts.append(value)
+    max_new = obj.get("max_new_tokens")
+    if max_new is not None and (
+        not isinstance(max_new, int) or isinstance(max_new, bool) or not 1 <= max_new <= 4096
+    ):
+        return Rejected(
+            Reason.INVALID_FIELD.value,
+            f"max_new_tokens must be an integer in 1..4096, got {max_new!r}",
+        )
+    return priority, texts[0], texts[1], max_new
 
 
 def parse_options(text: str | None, config: LlmConfig) -> int:
@@ -315,6 +377,31 @@ class LoadedModel:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(ids)
+
+    def turn_ids(self, prompt: str, *, ended: bool) -> list[int]:
+        """Ids that follow a conversation's last completion to ask ``prompt`` next.
+
+        Rendered by the model's own template: what it puts after an assistant message
+        (less the stop token when the completion ``ended`` with it), then the new user
+        message and the generation prompt.
+        """
+        user, reply = "\x00u\x00", "\x00r\x00"
+        before = self.tokenizer.render_chat(
+            [{"role": "user", "content": user}, {"role": "assistant", "content": reply}],
+            add_generation_prompt=False,
+        )
+        after = self.tokenizer.render_chat(
+            [
+                {"role": "user", "content": user},
+                {"role": "assistant", "content": reply},
+                {"role": "user", "content": prompt},
+            ]
+        )
+        closing = before[before.index(reply) + len(reply) :]
+        eos = self.tokenizer.special_tokens.get("eos_token", "")
+        if ended and eos and closing.startswith(eos):
+            closing = closing[len(eos) :]
+        return self.tokenizer.encode(closing + after[len(before) :])
 
 
 def load_prompt_model(config: Config) -> LoadedModel:

@@ -210,6 +210,7 @@ class _Seq:
         "last_token",
         "preemptions",
         "req",
+        "restore_pending",
         "restored",
         "submitted",
     )  # fmt: skip
@@ -221,6 +222,7 @@ class _Seq:
         self.cache: KvCache | None = None  # during prefill: KV of context[:covered]
         self.covered = 0
         self.restored = 0
+        self.restore_pending = False
         self.cached_tokens = 0
         self.counted_cache = False
         self.admitted: float | None = None
@@ -291,7 +293,7 @@ class Scheduler:
     def submit(self, request: Request) -> None:
         """Queue a request; a refusal comes back through :meth:`take` like a result."""
         now = self.clock()
-        refusal = self._refusal(request)
+        refusal = self.refusal(request)
         with self._lock:
             if request.key in self._known:
                 raise ValueError(f"request {request.key!r} is already queued or running")
@@ -309,7 +311,8 @@ class Scheduler:
                 self._inbox.append(_Seq(request, now))
             self._lock.notify_all()
 
-    def _refusal(self, req: Request) -> str | None:
+    def refusal(self, req: Request) -> str | None:
+        """Why ``req`` can never be served (``reason: detail``), or None."""
         if not req.prompt_ids:
             return "empty_prompt: the prompt has no tokens"
         if req.max_new_tokens < 1:
@@ -447,7 +450,7 @@ class Scheduler:
             if seq.admitted is None:
                 seq.admitted = now
                 self.stats.queue_ms.add((now - seq.submitted) * 1000.0)
-            self._restore(seq)
+            seq.restore_pending = True
             self._prefill.append(seq)
 
     def _peek(self, now: float) -> _Seq | None:
@@ -508,6 +511,11 @@ class Scheduler:
         used = 0
         while self._prefill and used < budget:
             seq = self._prefill[0]
+            if seq.restore_pending:
+                # Looked up when its prefill starts, not at admission: a prompt admitted
+                # beside another with the same prefix then finds the blocks it published.
+                seq.restore_pending = False
+                self._restore(seq)
             context = seq.context
             chunk = context[seq.covered : seq.covered + budget - used]
             logits, cache = self.decoder.forward(chunk, seq.cache)

