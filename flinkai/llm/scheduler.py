@@ -281,6 +281,7 @@ class Scheduler:
         self._running: dict[str, _Seq] = {}
         self._leaving: list[str] = []
         self._joining: list[_Seq] = []
+        self._first_deltas: list[TokenDelta] = []
         self._sessions: dict[str, tuple[tuple[int, ...], KvCache]] = {}
         self._finished: dict[str, Finished] = {}
         self._known: set[str] = set()
@@ -407,7 +408,8 @@ class Scheduler:
         for s in self._joining:
             self._running[s.req.key] = s
         self._leaving, self._joining = [], []
-        deltas = self._decode() if self._running else []
+        deltas = self._first_deltas + (self._decode() if self._running else [])
+        self._first_deltas = []
         self._step_no += 1
         self.stats.steps += 1
         step_ms = (self.clock() - started) * 1000.0
@@ -525,7 +527,7 @@ class Scheduler:
                 continue  # the rest of this prompt in the next step
             self._prefill.pop(0)
             self._publish(context, cache, seq)
-            self._emit(seq, int(np.argmax(logits)))
+            self._first_deltas.append(self._emit(seq, int(np.argmax(logits))))
             if seq.done() is None:
                 self._joining.append(seq)
         self.stats.prefill_tokens += used

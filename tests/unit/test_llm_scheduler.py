@@ -1,0 +1,257 @@
+"""The scheduler on a small attention decoder: tokens equal single-sequence greedy, always.
+
+Random arrival schedules, lengths, priorities, KV budgets (with preemption through an
+in-memory store) and sessions; plus the scheduling rules themselves: joins and leaves
+at any step, chunked prefill within the step budget, priority with aging, refusals.
+tests/integration/test_llm_scheduler_real.py runs the identity on the real decoder.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from flinkai.llm.batch import KvBatch
+from flinkai.llm.generate import decode_greedy
+from flinkai.llm.prefix import PrefixCache
+from flinkai.llm.scheduler import Request, Scheduler, SchedulerConfig
+from flinkai.state import CodecConfig, InMemorySnapshotStore
+from tests.unit.llm_fake import AttentionDecoder
+
+STOP = frozenset({5})
+
+
+def _prompts(rng: random.Random, n: int, longest: int = 40) -> list[list[int]]:
+    return [[rng.randrange(97) for _ in range(rng.randint(1, longest))] for _ in range(n)]
+
+
+def _run(
+    scheduler: Scheduler, requests: list[Request], rng: random.Random, p_arrive: float = 0.4
+) -> dict[str, tuple[int, ...]]:
+    """Submit ``requests`` at random steps; step until all finish."""
+    i = 0
+    for _ in range(100_000):
+        if i == len(requests) and not scheduler.pending:
+            break
+        while i < len(requests) and rng.random() < p_arrive:
+            scheduler.submit(requests[i])
+            i += 1
+        scheduler.step()
+    else:
+        raise AssertionError("the scheduler did not finish")
+    out = {}
+    for f in scheduler.take():
+        assert f.error is None, f
+        out[f.key] = f.token_ids
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_tokens_equal_single_sequence_greedy_for_any_schedule(seed: int) -> None:
+    rng = random.Random(seed)
+    decoder = AttentionDecoder(seed)
+    prompts = _prompts(rng, 24)
+    budgets = [rng.randint(1, 16) for _ in prompts]
+    want = {
+        str(k): decode_greedy(decoder, p, n, STOP).token_ids
+        for k, (p, n) in enumerate(zip(prompts, budgets, strict=True))
+    }
+    config = SchedulerConfig(
+        max_running=rng.choice([2, 4, 32]),
+        step_tokens=rng.choice([8, 16, 64]),
+        min_prefill_chunk=rng.choice([1, 4]),
+        trace_steps=10_000,
+    )
+    scheduler = Scheduler(decoder, config)
+    requests = [
+        Request(str(k), tuple(p), n, STOP, priority=rng.randint(-2, 2))
+        for k, (p, n) in enumerate(zip(prompts, budgets, strict=True))
+    ]
+    assert _run(scheduler, requests, rng) == want
+    # Sequences joined a batch that was already decoding, and left while others ran on.
+    assert any(t.joined and set(t.running) - set(t.joined) for t in scheduler.trace)
+    assert any(t.left and t.running for t in scheduler.trace)
+
+
+def test_a_wrong_padding_mask_is_caught() -> None:
+    """The identity check can fail: a batch that attends to its padding gives other tokens."""
+    rng = random.Random(0)
+    decoder = AttentionDecoder(0)
+    prompts = _prompts(rng, 12)
+    want = {str(k): decode_greedy(decoder, p, 12, STOP).token_ids for k, p in enumerate(prompts)}
+
+    class Unmasked(KvBatch):
+        def step(self, decoder, tokens):  # type: ignore[no-untyped-def]
+            self._mask = np.ones_like(self._mask)
+            return super().step(decoder, tokens)
+
+    scheduler = Scheduler(decoder, SchedulerConfig())
+    scheduler._batch = Unmasked(decoder.shape)
+    got = _run(scheduler, [Request(str(k), tuple(p), 12, STOP) for k, p in enumerate(prompts)], rng)
+    assert got != want
+
+
+def test_a_long_prompt_is_prefilled_in_chunks_within_the_step_budget() -> None:
+    decoder = AttentionDecoder(1)
+    scheduler = Scheduler(
+        decoder, SchedulerConfig(step_tokens=12, min_prefill_chunk=4, trace_steps=1000)
+    )
+    rng = random.Random(1)
+    short = [Request(f"s{i}", (3, 4, i + 6), 30, frozenset()) for i in range(4)]
+    for r in short:
+        scheduler.submit(r)
+    for _ in range(3):
+        scheduler.step()
+    long_prompt = tuple(rng.randrange(97) for _ in range(100))
+    scheduler.submit(Request("long", long_prompt, 4, frozenset()))
+    while scheduler.pending:
+        scheduler.step()
+    steps = list(scheduler.trace)
+    # Each step prefilled at most the budget less the rows already decoding (>= 4 tokens).
+    for t in steps:
+        assert t.prefill_tokens <= max(12 - (len(t.running) - len(t.joined)), 4)
+    long_steps = [t for t in steps if t.prefill_tokens and len(t.running) == 4]
+    assert len(long_steps) >= 100 // 8, "the long prompt was not spread over steps"
+    got = {f.key: f.token_ids for f in scheduler.take()}
+    assert got["long"] == decode_greedy(decoder, long_prompt, 4, ()).token_ids
+
+
+def test_priority_orders_admission_and_aging_prevents_starvation() -> None:
+    decoder = AttentionDecoder(2)
+    now = [0.0]
+    scheduler = Scheduler(
+        decoder, SchedulerConfig(max_running=1, aging_s=5.0), clock=lambda: now[0]
+    )
+    scheduler.submit(Request("low", (1, 2, 3), 2, frozenset(), priority=0))
+    now[0] = 1.0
+    scheduler.submit(Request("high", (1, 2, 4), 2, frozenset(), priority=3))
+    order = []
+    while scheduler.pending:
+        scheduler.step()
+        order += [f.key for f in scheduler.take()]
+    assert order == ["high", "low"]
+
+    # A low priority that waited long enough goes before a fresh high one.
+    scheduler = Scheduler(
+        decoder, SchedulerConfig(max_running=1, aging_s=5.0), clock=lambda: now[0]
+    )
+    now[0] = 0.0
+    scheduler.submit(Request("old-low", (1, 2, 3), 2, frozenset(), priority=0))
+    now[0] = 20.0  # 4 levels of aging
+    scheduler.submit(Request("new-high", (1, 2, 4), 2, frozenset(), priority=3))
+    order = []
+    while scheduler.pending:
+        scheduler.step()
+        order += [f.key for f in scheduler.take()]
+    assert order == ["old-low", "new-high"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_kv_budget_preempts_to_the_store_and_output_is_unchanged(seed: int) -> None:
+    rng = random.Random(100 + seed)
+    decoder = AttentionDecoder(seed)
+    prompts = _prompts(rng, 16, longest=30)
+    want = {str(k): decode_greedy(decoder, p, 16, ()).token_ids for k, p in enumerate(prompts)}
+    per_token = decoder.shape.kv_bytes_per_token
+    budget = per_token * 4 * 48  # room for about four sequences of 48 tokens
+    store = InMemorySnapshotStore(CodecConfig(codec="none"))
+    prefix = PrefixCache.for_decoder(decoder, store, block_tokens=4)
+    scheduler = Scheduler(decoder, SchedulerConfig(kv_budget_bytes=budget), prefix=prefix)
+    requests = [
+        Request(str(k), tuple(p), 16, frozenset(), priority=rng.randint(0, 3))
+        for k, p in enumerate(prompts)
+    ]
+    assert _run(scheduler, requests, rng, p_arrive=0.8) == want
+    assert scheduler.stats.preemptions > 0, "the budget never pressed: the test proves nothing"
+    assert scheduler.stats.peak_kv_bytes <= budget
+    assert prefix.stats.hits > 0  # resumed sequences restored their blocks
+
+
+def test_preemption_without_a_store_recomputes_and_output_is_unchanged() -> None:
+    rng = random.Random(7)
+    decoder = AttentionDecoder(7)
+    prompts = _prompts(rng, 10, longest=30)
+    want = {str(k): decode_greedy(decoder, p, 16, ()).token_ids for k, p in enumerate(prompts)}
+    budget = decoder.shape.kv_bytes_per_token * 3 * 48
+    scheduler = Scheduler(decoder, SchedulerConfig(kv_budget_bytes=budget))
+    requests = [Request(str(k), tuple(p), 16, frozenset()) for k, p in enumerate(prompts)]
+    assert _run(scheduler, requests, rng, p_arrive=1.0) == want
+    assert scheduler.stats.preemptions > 0
+
+
+def test_a_prompt_that_can_never_fit_is_refused_at_once() -> None:
+    decoder = AttentionDecoder(3)
+    budget = decoder.shape.kv_bytes_per_token * 20
+    scheduler = Scheduler(decoder, SchedulerConfig(kv_budget_bytes=budget))
+    scheduler.submit(Request("big", tuple(range(1, 16)), 10, frozenset()))
+    scheduler.submit(Request("ok", (1, 2, 3), 4, frozenset()))
+    while scheduler.pending:
+        scheduler.step()
+    got = {f.key: f for f in scheduler.take()}
+    assert got["big"].finish_reason == "error"
+    assert got["big"].error is not None and got["big"].error.startswith("kv_budget_exceeded:")
+    assert got["ok"].error is None and len(got["ok"].token_ids) == 4
+
+
+def test_requests_beyond_max_waiting_are_refused_not_dropped() -> None:
+    decoder = AttentionDecoder(3)
+    scheduler = Scheduler(decoder, SchedulerConfig(max_waiting=2))
+    for k in range(4):
+        scheduler.submit(Request(str(k), (1, 2, 3), 2, frozenset()))
+    refused = scheduler.take()
+    assert sorted(f.key for f in refused) == ["2", "3"]
+    assert all(f.error and f.error.startswith("queue_full:") for f in refused)
+    while scheduler.pending:
+        scheduler.step()
+    assert sorted(f.key for f in scheduler.take()) == ["0", "1"]
+
+
+def test_a_session_turn_resumes_from_the_previous_turn_kv() -> None:
+    decoder = AttentionDecoder(4)
+    scheduler = Scheduler(decoder, SchedulerConfig())
+    first = (1, 2, 3, 4, 6, 7)
+    scheduler.submit(Request("t1", first, 6, frozenset(), session="s"))
+    while scheduler.pending:
+        scheduler.step()
+    (t1,) = scheduler.take()
+    second = (*first, *t1.token_ids, 8, 9, 10)
+    scheduler.submit(Request("t2", second, 6, frozenset(), session="s"))
+    while scheduler.pending:
+        scheduler.step()
+    (t2,) = scheduler.take()
+    assert t2.token_ids == decode_greedy(decoder, second, 6, ()).token_ids
+    # The first turn's prompt and completion (less its last, unfed token) were resident.
+    assert t2.cached_tokens == len(first) + len(t1.token_ids) - 1
+
+
+def test_a_failing_step_fails_its_requests_instead_of_the_thread() -> None:
+    decoder = AttentionDecoder(5)
+
+    def broken(*_args: object) -> object:
+        raise RuntimeError("device lost")
+
+    decoder.forward_batch = broken  # type: ignore[method-assign]
+    scheduler = Scheduler(decoder, SchedulerConfig())
+    scheduler.start()
+    try:
+        scheduler.submit(Request("a", (1, 2, 3), 5, frozenset()))
+        for _ in range(200):
+            got = scheduler.take()
+            if got:
+                break
+            import time
+
+            time.sleep(0.01)
+        assert got and got[0].error is not None and "device lost" in got[0].error
+        # The thread is still alive and serves the next request (one token: no batched step).
+        scheduler.submit(Request("b", (1, 2, 3), 1, frozenset()))
+        for _ in range(200):
+            got = scheduler.take()
+            if got:
+                break
+            time.sleep(0.01)
+        assert got and got[0].error is None
+    finally:
+        scheduler.close()
