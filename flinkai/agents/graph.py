@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypedDict
 
+import numpy as np
+
 from flinkai.agents.data import Account
 from flinkai.agents.plan import GraphPlan
 
@@ -81,6 +83,10 @@ class DecisionState(TypedDict, total=False):
     credit_features: tuple[float, ...] | None
     #: Approved spend of the account in the 24 h before this event (keyed state).
     spend_24h: float
+    #: Scores computed before the walk for a whole bundle (one ONNX call per model,
+    #: :func:`flinkai.operators.agents.process_bundle`); a node uses it, not its model.
+    scored_fraud: float | None
+    scored_credit: float | None
     fraud_score: float
     credit_score: float | None
     credit_status: CreditStatus
@@ -169,7 +175,9 @@ class RiskGraph:
                    models.credit.info.threshold, models.versions, runtime)  # fmt: skip
 
     def fraud_node(self, state: DecisionState) -> dict[str, Any]:
-        score = self._fraud.score([*state["features"], state["amount"]])
+        score = state.get("scored_fraud")
+        if score is None:
+            score = self._fraud.score([*state["features"], state["amount"]])
         code = "fraud_high" if score >= self.fraud_threshold else "fraud_ok"
         return {"fraud_score": score, "credit_status": "not_checked", "credit_score": None,
                 "reasons": [*state.get("reasons", []), code],
@@ -181,11 +189,21 @@ class RiskGraph:
         if features is None:
             return {"credit_status": "unknown_account", "credit_score": None,
                     "reasons": [*state["reasons"], "unknown_account"], "path": path}  # fmt: skip
-        score = self._credit.score(features)
+        score = state.get("scored_credit")
+        if score is None:
+            score = self._credit.score(features)
         risky = score >= self.credit_threshold
         return {"credit_status": "high_risk" if risky else "ok", "credit_score": score,
                 "reasons": [*state["reasons"], "credit_high_risk" if risky else "credit_ok"],
                 "path": path}  # fmt: skip
+
+    def fraud_scores(self, x: np.ndarray) -> np.ndarray:
+        """Fraud scores of the rows of ``x`` (``V1``..``V28`` then the amount): one model call."""
+        return _scores(self._fraud, x)
+
+    def credit_scores(self, x: np.ndarray) -> np.ndarray:
+        """Credit scores of the rows of ``x`` (credit features): one model call."""
+        return _scores(self._credit, x)
 
     def draw_mermaid(self) -> str:
         """The graph as Mermaid text, drawn by LangGraph."""
@@ -206,12 +224,16 @@ class RiskGraph:
         features: Sequence[float],
         account: Account | None,
         spend_24h: float,
+        fraud_score: float | None = None,
+        credit_score: float | None = None,
     ) -> Decision:
         """One transaction through the graph.
 
         Args:
             account: The account's reference data, or ``None`` when it is unknown.
             spend_24h: The account's approved spend in the 24 h before ``ts_ms``.
+            fraud_score, credit_score: Scores already computed for this row (a bundle's
+                one call per model); ``None``: the node calls its model.
         """
         state: DecisionState = {
             "tx_id": tx_id, "account_id": account_id, "ts_ms": ts_ms, "amount": amount,
@@ -220,6 +242,10 @@ class RiskGraph:
             "credit_features": None if account is None else account.features,
             "spend_24h": spend_24h, "reasons": [], "path": [],
         }  # fmt: skip
+        if fraud_score is not None:
+            state["scored_fraud"] = fraud_score
+        if credit_score is not None:
+            state["scored_credit"] = credit_score
         out = self.invoke(state)
         return Decision(
             tx_id=tx_id,
@@ -238,6 +264,13 @@ class RiskGraph:
             fraud_model_version=self.versions["fraud"],
             credit_model_version=self.versions["credit"],
         )
+
+
+def _scores(scorer: Scorer, x: np.ndarray) -> np.ndarray:
+    batch = getattr(scorer, "score_batch", None)
+    if batch is not None:  # OnnxScorer: one call for all rows
+        return np.asarray(batch(x), dtype=np.float64)
+    return np.asarray([scorer.score(row) for row in x.tolist()], dtype=np.float64)
 
 
 def after_fraud(state: DecisionState) -> str:

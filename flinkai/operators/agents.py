@@ -8,6 +8,21 @@ of event time). It is part of every checkpoint and rebuilt on every read, so a
 restored job decides each replayed event exactly as the first attempt did. The
 models (ONNX Runtime) and the account table are loaded once per worker in ``open()``.
 
+Per event, not per bundle. The JVM hands the Python worker the keyed stream in
+bundles (5 ms here), but PyFlink 2.2 gives a ``KeyedProcessFunction`` no way to work on
+one: ``FunctionOperation.process`` (``pyflink/fn_execution/beam/beam_operations_*``)
+calls ``process_element`` once per element, with the element's key already set in the
+state backend, and writes that call's outputs before the next element; the only hook
+at the end of a bundle, ``BundleOperation.finish_bundle``, belongs to the Table API's
+aggregate operations; ``StatefulOperation.finish`` commits the keyed state and calls no
+user code; timers fire one key at a time, in a later bundle. PyFlink has no
+``CheckpointedFunction`` either, so rows held back in Python memory to batch them would
+be lost when a checkpoint closes the bundle (Flink's checkpoint counts them as done).
+So the operator decides each event as it comes (:func:`process_transaction`).
+:func:`process_bundle` is the same decision for a batch of events (one ONNX call per
+model, each account's state read once and written once) wherever a batch exists; it
+decides identically (``tests/unit/test_agents_bundle.py``, the whole fraud file).
+
 Used from a SQL script (the runner's ``APPLY OPERATOR`` statement)::
 
     CREATE TEMPORARY VIEW decisions AS
@@ -41,14 +56,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flinkai.agents.data import Account
-from flinkai.agents.graph import RUNTIMES, RiskGraph, Runtime
-from flinkai.agents.transactions import InvalidTransaction, parse_transaction
+from flinkai.agents.graph import RUNTIMES, Decision, RiskGraph, Runtime
+from flinkai.agents.transactions import InvalidTransaction, Transaction, parse_transaction
 from flinkai.agents.window import SpendWindow
 from flinkai.errors import ConfigError
 from flinkai.functions.events import payload_base64
@@ -64,6 +79,7 @@ __all__ = [
     "decision_type_info",
     "keyed_decisions",
     "parse_options",
+    "process_bundle",
     "process_transaction",
 ]
 
@@ -111,6 +127,29 @@ def parse_options(options: Mapping[str, str]) -> DecideOptions:
     return DecideOptions(**given, runtime=runtime)  # type: ignore[arg-type]
 
 
+def _decode(row: tuple[Any, ...]) -> tuple[Transaction | InvalidTransaction, tuple[Any, ...]]:
+    """The parsed payload of ``(key, payload, partition, offset)`` and the carried columns."""
+    _key, raw, partition, offset = row
+    if isinstance(raw, bytes | bytearray) or raw is None:
+        payload = None if raw is None else bytes(raw)
+        return parse_transaction(payload), (partition, offset, payload_base64(payload))
+    carried = (partition, offset, raw)
+    try:
+        payload = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError) as e:
+        return InvalidTransaction("invalid_field", f"payload is not base64: {e}"), carried
+    return parse_transaction(payload), carried
+
+
+def _decision_row(d: Decision, carried: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (
+        d.tx_id, d.account_id, d.ts_ms, d.amount, d.approved, list(d.reasons),
+        d.fraud_score, d.credit_status, d.credit_score, d.spend_24h, d.credit_limit,
+        list(d.path), d.graph_version, d.fraud_model_version, d.credit_model_version,
+        None, None, *carried,
+    )  # fmt: skip
+
+
 def process_transaction(
     stored: Mapping[str, Any] | None,
     row: tuple[Any, ...],
@@ -130,30 +169,85 @@ def process_transaction(
         The output row (:data:`DECISION_FIELDS`) and the snapshot to store, or ``None``
         when the state is unchanged (a declined event, a dead letter).
     """
-    _key, raw, partition, offset = row
-    if isinstance(raw, bytes | bytearray) or raw is None:
-        payload = None if raw is None else bytes(raw)
-        carried = (partition, offset, payload_base64(payload))
-    else:
-        carried = (partition, offset, raw)
-        try:
-            payload = base64.b64decode(raw, validate=True)
-        except (binascii.Error, ValueError) as e:
-            return _dead("invalid_field", f"payload is not base64: {e}", carried), None
-    tx = parse_transaction(payload)
+    tx, carried = _decode(row)
     if isinstance(tx, InvalidTransaction):
         return _dead(tx.reason, tx.detail, carried), None
     window = SpendWindow.from_snapshot(stored)
     spend = window.spend(tx.ts_ms)
     d = graph.decide(tx.tx_id, tx.account_id, tx.ts_ms, tx.amount, tx.features,
                      accounts.get(tx.account_id), spend)  # fmt: skip
-    out = (
-        d.tx_id, d.account_id, d.ts_ms, d.amount, d.approved, list(d.reasons),
-        d.fraud_score, d.credit_status, d.credit_score, d.spend_24h, d.credit_limit,
-        list(d.path), d.graph_version, d.fraud_model_version, d.credit_model_version,
-        None, None, *carried,
-    )  # fmt: skip
-    return out, (window.add(tx.ts_ms, tx.amount).snapshot() if d.approved else None)
+    return _decision_row(d, carried), (
+        window.add(tx.ts_ms, tx.amount).snapshot() if d.approved else None
+    )
+
+
+def process_bundle(
+    rows: Sequence[tuple[Any, ...]],
+    read: Callable[[str], Mapping[str, Any] | None],
+    write: Callable[[str, dict[str, Any]], None],
+    graph: RiskGraph,
+    accounts: Mapping[str, Account],
+) -> list[tuple[Any, ...]]:
+    """A bundle of events through the graph in one pass, free of Flink.
+
+    The same decisions as :func:`process_transaction` called on each row in order, with
+    the state each call leaves behind (``tests/unit/test_agents_bundle.py`` checks it on
+    the whole fraud file), done as vectorised as the graph allows:
+
+    * every valid row's fraud score in one ONNX call, and the credit score of every
+      distinct known account in the bundle in one more (the scores depend on the row
+      and the account table only, never on state);
+    * the rows grouped by key (the account), in arrival order within each key; per key
+      the state is read once, the 24 h spend and the graph's walk (LangGraph's nodes
+      and routers, the scores passed in) run row by row, since the spend counts only
+      the account's earlier *approved* rows, and the state is written once, only if
+      an approval changed it.
+
+    Args:
+        rows: ``(key, payload, partition, offset)`` as :func:`process_transaction` takes.
+        read: The stored snapshot of a key (``None``: none).
+        write: Store a key's new snapshot.
+
+    Returns:
+        The output rows (:data:`DECISION_FIELDS`), in the order of ``rows``.
+    """
+    import numpy as np
+
+    out: list[tuple[Any, ...] | None] = [None] * len(rows)
+    valid: list[tuple[int, Transaction, tuple[Any, ...]]] = []
+    for i, row in enumerate(rows):
+        tx, carried = _decode(row)
+        if isinstance(tx, InvalidTransaction):
+            out[i] = _dead(tx.reason, tx.detail, carried)
+        else:
+            valid.append((i, tx, carried))
+    if not valid:
+        return [r for r in out if r is not None]
+    fraud = graph.fraud_scores(np.asarray([[*tx.features, tx.amount] for _, tx, _ in valid],
+                                          dtype=np.float32))  # fmt: skip
+    known = list(dict.fromkeys(tx.account_id for _, tx, _ in valid if tx.account_id in accounts))
+    credit: dict[str, float] = {}
+    if known:
+        x = np.asarray([accounts[a].features for a in known], dtype=np.float32)
+        credit = dict(zip(known, graph.credit_scores(x).tolist(), strict=True))
+    by_key: dict[str, list[int]] = {}
+    for j, (i, _, _) in enumerate(valid):
+        by_key.setdefault(rows[i][0], []).append(j)
+    for key, members in by_key.items():
+        window = SpendWindow.from_snapshot(read(key))
+        changed = False
+        for j in members:
+            i, tx, carried = valid[j]
+            d = graph.decide(tx.tx_id, tx.account_id, tx.ts_ms, tx.amount, tx.features,
+                             accounts.get(tx.account_id), window.spend(tx.ts_ms),
+                             fraud_score=float(fraud[j]),
+                             credit_score=credit.get(tx.account_id))  # fmt: skip
+            if d.approved:
+                window, changed = window.add(tx.ts_ms, tx.amount), True
+            out[i] = _decision_row(d, carried)
+        if changed:
+            write(key, window.snapshot())
+    return [r for r in out if r is not None]
 
 
 def _dead(reason: str, detail: str, carried: tuple[Any, ...]) -> tuple[Any, ...]:
