@@ -9,6 +9,18 @@ Each runs in its own process and loads what it needs once:
   "spend"}``; keeps each account's 24 h spend in memory and adds the amount when it
   is within the limit (the last step: within the limit means approved).
 
+Two clients, each a Kafka consumer writing one decision record per transaction:
+
+* :func:`serial_client`: one transaction at a time, the three calls in series (the
+  design's comparison);
+* :func:`concurrent_client`: asyncio and aiohttp, up to ``inflight`` transactions at
+  once; each transaction's calls stay in series and an account's transactions are
+  decided in arrival order (a lock per account), so the limit service sees the same
+  order as the graph's keyed state.
+
+Each service is one process with one aiohttp event loop; the OS shares the machine's
+cores between the three services, the client and the broker (nothing is pinned).
+
 Run one with ``python -m flinkai_bench.agent_services NAME --port P --models DIR``.
 """
 
@@ -18,7 +30,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SERVICES", "main", "make_app", "serial_client"]
+__all__ = ["SERVICES", "concurrent_client", "main", "make_app", "serial_client"]
 
 SERVICES = ("fraud", "credit", "limit")
 
@@ -124,11 +136,87 @@ def serial_client(bootstrap: str, source: str, sink: str, ports: dict[str, int],
             producer.send(sink, json.dumps(decision).encode())
 
 
+def concurrent_client(bootstrap: str, source: str, sink: str, ports: dict[str, int],
+                      fraud_threshold: float, inflight: int) -> None:  # fmt: skip
+    """Like :func:`serial_client`, with up to ``inflight`` transactions in flight.
+
+    Runs until killed.
+    """
+    import asyncio
+    import json
+
+    import aiohttp
+    from kafka import KafkaConsumer, KafkaProducer
+
+    from flinkai.agents.data import V_FIELDS
+
+    consumer = KafkaConsumer(source, bootstrap_servers=bootstrap, group_id=None,
+                             auto_offset_reset="earliest", fetch_max_wait_ms=5)  # fmt: skip
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, acks=1)
+    url = {n: f"http://127.0.0.1:{p}" for n, p in ports.items()}
+
+    async def post(http: aiohttp.ClientSession, where: str, body: dict[str, Any]) -> Any:
+        async with http.post(where, json=body) as response:
+            return await response.json()
+
+    async def decide(http: aiohttp.ClientSession, e: dict[str, Any]) -> dict[str, Any]:
+        path, reasons = ["fraud"], []
+        body = {"features": [*(e[v] for v in V_FIELDS), e["amount"]]}
+        score = (await post(http, f"{url['fraud']}/score", body))["score"]
+        reasons.append("fraud_high" if score >= fraud_threshold else "fraud_ok")
+        approved = False
+        if reasons[-1] == "fraud_ok":
+            path.append("credit")
+            credit = await post(http, f"{url['credit']}/score", {"account_id": e["account_id"]})
+            status = credit["status"]
+            reasons.append({"ok": "credit_ok", "high_risk": "credit_high_risk"}.get(
+                status, "unknown_account"))  # fmt: skip
+            if status == "ok":
+                path.append("limit")
+                check = await post(http, f"{url['limit']}/check", {
+                    "account_id": e["account_id"], "ts": e["ts"], "amount": e["amount"],
+                    "limit": credit["limit"]})  # fmt: skip
+                reasons.append("over_limit" if check["over"] else "within_limit")
+                approved = not check["over"]
+        path.append("decide")
+        return {"tx_id": e["tx_id"], "approved": approved, "fraud_score": score,
+                "reasons": reasons, "path": path}  # fmt: skip
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        slots = asyncio.Semaphore(inflight)
+        locks: dict[str, asyncio.Lock] = {}
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector) as http:
+
+            async def one(e: dict[str, Any]) -> None:
+                try:
+                    async with locks.setdefault(e["account_id"], asyncio.Lock()):
+                        decision = await decide(http, e)
+                    producer.send(sink, json.dumps(decision).encode())
+                finally:
+                    slots.release()
+
+            tasks: set[asyncio.Task[None]] = set()
+            while True:
+                polled = await loop.run_in_executor(None, lambda: consumer.poll(timeout_ms=20))
+                for records in polled.values():
+                    for record in records:
+                        await slots.acquire()
+                        task = asyncio.ensure_future(one(json.loads(record.value)))
+                        tasks.add(task)
+                        task.add_done_callback(tasks.discard)
+
+    asyncio.run(run())
+
+
 def main(argv: list[str] | None = None) -> None:
     from aiohttp import web
 
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("name", choices=(*SERVICES, "client"))
+    p.add_argument("--inflight", type=int, default=0,
+                   help="client: transactions in flight (0: the serial client)")  # fmt: skip
     p.add_argument("--port", type=int)
     p.add_argument("--models")
     p.add_argument("--accounts")
@@ -140,7 +228,11 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if args.name == "client":
         ports = dict(zip(SERVICES, (int(x) for x in args.ports.split(",")), strict=True))
-        serial_client(args.bootstrap, args.source, args.sink, ports, args.fraud_threshold)
+        if args.inflight > 0:
+            concurrent_client(args.bootstrap, args.source, args.sink, ports,
+                              args.fraud_threshold, args.inflight)  # fmt: skip
+        else:
+            serial_client(args.bootstrap, args.source, args.sink, ports, args.fraud_threshold)
         return
     app = make_app(args.name, Path(args.models) if args.models else None,
                    Path(args.accounts) if args.accounts else None)  # fmt: skip
