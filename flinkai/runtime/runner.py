@@ -260,6 +260,10 @@ def _check_udf(
         raise ScriptError(
             f"{script.where(stmt)}: function {name}: module {module_name!r} has no {attr!r}"
         )
+    # A function that decodes inside its bundle holds every checkpoint behind a burst.
+    why = getattr(module, "IN_BUNDLE_DECODE", {}).get(attr)
+    if why:
+        log.warning("%s: function %s: %s", script.where(stmt), name, why)
 
 
 def _check_guarantees(

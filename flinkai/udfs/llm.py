@@ -31,7 +31,19 @@ from flinkai.functions.rows import row_field
 from flinkai.runtime.environment import config_from_function_context
 from flinkai.runtime.udf import dead_letter_row, internal_error_row, row_guard
 
-__all__ = ["llm_complete", "parse_prompt"]
+__all__ = ["IN_BUNDLE_DECODE", "llm_complete", "parse_prompt"]
+
+#: Functions that decode inside their bundle; the runner warns before it submits a job
+#: that calls one.
+IN_BUNDLE_DECODE = {
+    "llm_complete": (
+        "decodes each prompt inside its bundle, and Flink ends every bundle before a "
+        "checkpoint barrier: a burst of prompts holds the checkpoint until it expires and "
+        "the job restarts. For a stream, use the scheduled operator (APPLY OPERATOR "
+        "'flinkai.operators.llm.complete', as jobs/llm_complete.sql does), which keeps "
+        "prompts in state and decodes beside the bundles (docs/llm.md)"
+    )
+}
 
 PROMPT_ROW = dead_letter_row(
     DataTypes.FIELD("id", DataTypes.STRING()),

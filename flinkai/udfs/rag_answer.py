@@ -30,7 +30,17 @@ from flinkai.functions.rag_answer import Passage, RagAnswerFunction, RagAnswerRo
 from flinkai.runtime.environment import config_from_function_context
 from flinkai.runtime.udf import row_guard
 
-__all__ = ["rag_answer"]
+__all__ = ["IN_BUNDLE_DECODE", "rag_answer"]
+
+#: The runner warns before it submits a job that calls one of these (see udfs/llm.py).
+IN_BUNDLE_DECODE = {
+    "rag_answer": (
+        "decodes each answer inside its bundle, and Flink ends every bundle before a "
+        "checkpoint barrier: a burst of questions holds the checkpoint behind the decoder "
+        "(raise execution.checkpointing.timeout, or keep question rates low); the "
+        "scheduled path exists for llm_complete only so far (docs/llm.md)"
+    )
+}
 
 HIT_ROW = DataTypes.ROW(
     [

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-__all__ = ["require_decoder"]
+__all__ = ["require_decoder", "tiny_decoder_dir"]
 
 
 def require_decoder() -> None:
@@ -20,3 +22,11 @@ def require_decoder() -> None:
             f"no exported decoder in {default_llm_dir()}: run `flinkai model export-llm`",
             pytrace=False,
         )
+
+
+def tiny_decoder_dir() -> Path:
+    """The tiny random decoder's export folder, built on first use (``make demo`` builds
+    the SmolLM2 export whose GGUF it takes the tokenizer from)."""
+    from flinkai.models.llm_export import export_tiny_llm
+
+    return export_tiny_llm().decoder_path.parent

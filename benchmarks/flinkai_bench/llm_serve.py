@@ -1,0 +1,505 @@
+"""``flinkai bench llm-serve``: LLM completion under load, per row against the scheduler.
+
+Prompts are AG News texts behind one instruction, cut to varied lengths; arrivals are
+Poisson. Three rows run the same prompt pool:
+
+* **per-row**: today's path before the scheduler, the ``llm_complete`` SQL function's
+  code (:class:`~flinkai.functions.llm.LlmCompleteFunction`) decoding one prompt at a
+  time, fed by one worker thread;
+* **raw**: the scheduler in a plain process (:class:`~flinkai.functions.llm_service.
+  CompletionService`), no Flink;
+* **job**: ``jobs/llm_complete.sql`` on the local MiniCluster with the real broker,
+  token deltas on a topic (their producer timestamps give TTFT and ITL).
+
+Each row is swept over arrival rates around its own saturation throughput (a
+closed burst measured first). A rate *keeps up* when, over a run of ``--seconds``,
+the backlog at the end is at most ``max(4, 10%)`` of the arrivals and the second half
+completed at least 90% of its arrivals; the **max rate** is the highest that keeps up.
+
+Then **bursts** of 64, 256 and 1,024 prompts go to the job at once, with its default
+checkpoint settings: drain time, tokens/s, the longest checkpoint during the burst
+(Flink's REST API), restarts and identity. The **memory** workload runs multi-turn
+sessions through the raw service twice: every session's KV resident (no budget), and a
+KV budget with offload to the Kafka snapshot store.
+
+Identity: every completion's tokens are compared with single-sequence greedy (per-row
+outputs, or :func:`~flinkai.llm.compare.greedy_with_margins`); a difference is
+reported with its logit margin, and counts as identical only below 1e-4.
+
+The JSON's ``summary`` holds the keys issue #37 and #43 name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: The design's CPU row (§2.1): 124 tokens/s at ITL p99 42.7 ms.
+DESIGN_ITL_SLO_MS = 42.7
+DESIGN_TOK_S = 124.0
+BURSTS = (64, 256, 1024)
+INSTRUCTION = "Summarize this news story in one sentence: "
+
+
+@dataclass(frozen=True)
+class Item:
+    """One prompt of the pool."""
+
+    key: str
+    text: str
+    ids: tuple[int, ...]
+
+
+@dataclass
+class Record:
+    """One request's timeline (seconds, monotonic) and tokens."""
+
+    key: str
+    arrived: float
+    first: float | None = None
+    done: float | None = None
+    admitted: float | None = None
+    tokens: tuple[int, ...] = ()
+    text: str | None = None
+    token_times: list[float] = field(default_factory=list)
+
+
+@dataclass
+class RateRun:
+    """One row at one arrival rate."""
+
+    row: str
+    rate: float
+    seconds: float
+    sent: int
+    finished_in_window: int
+    backlog_at_end: int
+    tokens_in_window: int
+    keeps_up: bool
+    records: list[Record]
+
+    @property
+    def tok_s(self) -> float:
+        return self.tokens_in_window / self.seconds
+
+    def summary(self) -> dict[str, Any]:
+        ttft = [1000 * (r.first - r.arrived) for r in self.records if r.first is not None]
+        e2e = [1000 * (r.done - r.arrived) for r in self.records if r.done is not None]
+        queue = [1000 * (r.admitted - r.arrived) for r in self.records if r.admitted is not None]
+        itl = [
+            1000 * (b - a)
+            for r in self.records
+            for a, b in zip(r.token_times, r.token_times[1:], strict=False)
+        ]
+        tpot = [
+            1000 * (r.done - r.first) / (len(r.tokens) - 1)
+            for r in self.records
+            if r.done is not None and r.first is not None and len(r.tokens) > 1
+        ]
+        return {
+            "row": self.row,
+            "rate": round(self.rate, 3),
+            "seconds": self.seconds,
+            "sent": self.sent,
+            "finished_in_window": self.finished_in_window,
+            "backlog_at_end": self.backlog_at_end,
+            "keeps_up": self.keeps_up,
+            "tok_s": round(self.tok_s, 1),
+            "ttft_ms": _pcts(ttft),
+            "tpot_ms": _pcts(tpot),
+            "itl_ms": _pcts(itl),
+            "e2e_ms": _pcts(e2e),
+            "queue_ms": _pcts(queue),
+        }
+
+
+def _pcts(values: Sequence[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p90": None, "p99": None, "n": 0}
+    a = np.asarray(values)
+    return {
+        "p50": round(float(np.percentile(a, 50)), 2),
+        "p90": round(float(np.percentile(a, 90)), 2),
+        "p99": round(float(np.percentile(a, 99)), 2),
+        "n": len(values),
+    }
+
+
+def arrivals(rate: float, seconds: float, rng: random.Random) -> list[float]:
+    """Poisson arrival offsets in ``[0, seconds)``."""
+    out: list[float] = []
+    t = 0.0
+    while True:
+        t += rng.expovariate(rate)
+        if t >= seconds:
+            return out
+        out.append(t)
+
+
+def make_pool(model: Any, n: int, seed: int) -> list[Item]:
+    """AG News texts behind the instruction, cut to 60..400 characters."""
+    from flinkai.datasets import load_ag_news
+
+    rng = random.Random(seed)
+    news = [text for _, text in load_ag_news(limit=4 * n)]
+    items = []
+    for i in range(n):
+        text = INSTRUCTION + rng.choice(news)[: rng.choice([60, 120, 200, 400])]
+        items.append(Item(f"q{i}", text, tuple(model.prompt_ids(text))))
+    return items
+
+
+def _judge(
+    sent: int, done_at: list[float], arrived: list[float], seconds: float
+) -> tuple[bool, int]:
+    backlog = sum(1 for a in arrived if a < seconds) - sum(1 for d in done_at if d < seconds)
+    half_arrived = sum(1 for a in arrived if seconds / 2 <= a < seconds)
+    half_done = sum(1 for d in done_at if seconds / 2 <= d < seconds)
+    ok = backlog <= max(4, 0.1 * sent) and half_done >= 0.9 * half_arrived
+    return ok, backlog
+
+
+# -- rows --------------------------------------------------------------------------
+
+
+class Row:
+    """Runs the pool at a rate; subclasses submit and collect."""
+
+    name = ""
+
+    def run(self, pool: Sequence[Item], rate: float, seconds: float, seed: int) -> RateRun:
+        rng = random.Random(seed)
+        offsets = arrivals(rate, seconds, rng)
+        start = time.monotonic()
+        records: dict[str, Record] = {}
+        self.begin()
+        for i, offset in enumerate(offsets):
+            item = pool[i % len(pool)]
+            key = f"{item.key}-{seed}-{i}"
+            delay = start + offset - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            records[key] = Record(key, time.monotonic())
+            self.submit(key, item, records[key])
+        self.drain(records, timeout_s=max(120.0, 4 * seconds))
+        rel = [r.done - start for r in records.values() if r.done is not None]
+        arrived = [r.arrived - start for r in records.values()]
+        ok, backlog = _judge(len(offsets), rel, arrived, seconds)
+        tokens = sum(
+            sum(1 for t in r.token_times if t - start < seconds) if r.token_times else
+            (len(r.tokens) if r.done is not None and r.done - start < seconds else 0)
+            for r in records.values()
+        )  # fmt: skip
+        return RateRun(self.name, rate, seconds, len(offsets),
+                       sum(1 for d in rel if d < seconds), backlog, tokens, ok,
+                       list(records.values()))  # fmt: skip
+
+    def begin(self) -> None:
+        pass
+
+    def submit(self, key: str, item: Item, record: Record) -> None:
+        raise NotImplementedError
+
+    def drain(self, records: dict[str, Record], timeout_s: float) -> None:
+        raise NotImplementedError
+
+
+class PerRow(Row):
+    """One prompt at a time through LlmCompleteFunction (the old SQL function's code)."""
+
+    name = "per-row"
+
+    def __init__(self, config: Any, model: Any) -> None:
+        from flinkai.functions.llm import LlmCompleteFunction, build_store
+
+        self.fn = LlmCompleteFunction(config, model, build_store(config))
+        self.model = model
+        self.queue: list[tuple[str, Item, Record]] = []
+        self.cv = threading.Condition()
+        self.stop = False
+        self.thread = threading.Thread(target=self._work, daemon=True)
+        self.thread.start()
+
+    def _work(self) -> None:
+        while True:
+            with self.cv:
+                while not self.queue and not self.stop:
+                    self.cv.wait()
+                if self.stop:
+                    return
+                _key, item, record = self.queue.pop(0)
+            record.admitted = time.monotonic()
+            done = self.fn.prefix.complete(
+                self.model.decoder, list(item.ids),
+                max_new_tokens=self.fn.config.llm.max_new_tokens, stop_ids=self.model.stop_ids,
+            )  # fmt: skip
+            record.first = record.admitted + done.ttft_ms / 1000
+            record.tokens = tuple(done.token_ids)
+            record.done = time.monotonic()
+
+    def submit(self, key: str, item: Item, record: Record) -> None:
+        with self.cv:
+            self.queue.append((key, item, record))
+            self.cv.notify()
+
+    def drain(self, records: dict[str, Record], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while any(r.done is None for r in records.values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        with self.cv:
+            self.stop = True
+            self.cv.notify()
+        self.fn.close()
+
+
+class Raw(Row):
+    """The scheduler in this process, through the service the operator uses."""
+
+    name = "raw"
+
+    def __init__(self, config: Any, model: Any, store: Any = None) -> None:
+        from flinkai.functions.llm_service import CompletionService
+
+        self.model = model
+        self.times: dict[str, list[float]] = {}
+        self.service = CompletionService(config, model, store, on_deltas=self._deltas)
+        self.service.start()
+        self.records: dict[str, Record] = {}
+        self.offset = 0
+
+    def _deltas(self, records: list[dict[str, Any]]) -> None:
+        now = time.monotonic()
+        for d in records:
+            r = self.records.get(str(d["id"]))
+            if r is not None:
+                if r.first is None:
+                    r.first = now
+                r.token_times.append(now)
+                r.tokens = (*r.tokens, *(int(t) for t in d["token_ids"]))
+
+    def submit(self, key: str, item: Item, record: Record) -> None:
+        from flinkai.functions.llm_service import Pending
+
+        self.records[key] = record
+        self.offset += 1
+        payload = json.dumps({"id": key, "prompt": item.text}).encode()
+        pending = self.service.accept(payload, 0, self.offset)
+        assert isinstance(pending, Pending), pending
+        assert self.service.hold(pending) is None
+
+    def drain(self, records: dict[str, Record], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while any(r.done is None for r in records.values()) and time.monotonic() < deadline:
+            for o in self.service.finished():
+                r = self.records[o.row[0]]
+                r.done = time.monotonic()
+                r.text = o.row[1]
+                r.admitted = r.arrived + (o.row[6] or 0) / 1000
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        self.service.close()
+
+
+# -- the bench ----------------------------------------------------------------------
+
+
+def _sweep(row: Row, pool: Sequence[Item], seconds: float, fractions: Sequence[float],
+           capacity: float, seed: int, log: Callable[[str], None]) -> list[RateRun]:  # fmt: skip
+    runs = []
+    for k, f in enumerate(fractions):
+        rate = max(0.05, f * capacity)
+        run = row.run(pool, rate, seconds, seed + k)
+        log(f"  {row.name} at {rate:.2f}/s: {run.tok_s:.1f} tok/s, keeps up {run.keeps_up}, "
+            f"backlog {run.backlog_at_end}")  # fmt: skip
+        runs.append(run)
+    return runs
+
+
+def _capacity(row: Row, pool: Sequence[Item], n: int) -> float:
+    """Prompts/s of a closed burst of ``n`` (everything submitted at once)."""
+    start = time.monotonic()
+    records = {}
+    row.begin()
+    for i in range(n):
+        item = pool[i % len(pool)]
+        key = f"cap-{uuid.uuid4().hex[:6]}-{i}"
+        records[key] = Record(key, time.monotonic())
+        row.submit(key, item, records[key])
+    row.drain(records, timeout_s=600)
+    return n / (time.monotonic() - start)
+
+
+def _best(runs: Sequence[RateRun]) -> RateRun | None:
+    ok = [r for r in runs if r.keeps_up]
+    return max(ok, key=lambda r: r.rate) if ok else None
+
+
+def single_step_ms(model: Any, past: int, repeats: int = 10) -> float:
+    """One single-sequence decode step after ``past`` tokens (median of ``repeats``)."""
+    ids = [int(i) for i in np.random.default_rng(0).integers(100, 1000, past)]
+    _, cache = model.decoder.forward(ids)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        model.decoder.forward([5], cache)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def _handle(args: argparse.Namespace) -> int:
+    from flinkai.config import load_config
+    from flinkai.functions.llm import load_prompt_model
+    from flinkai_bench.llm_serve_job import JobRow, bursts, memory_workload
+    from flinkai_bench.shared.broker import broker
+    from flinkai_bench.shared.rss import RssSampler
+
+    def log(line: str) -> None:
+        print(line, flush=True)
+
+    config = load_config().with_overrides(
+        llm={"max_new_tokens": args.new_tokens, "store": "memory"}
+    )
+    model = load_prompt_model(config)
+    pool = make_pool(model, args.pool, args.seed)
+    lengths = sorted(len(i.ids) for i in pool)
+    median_past = lengths[len(lengths) // 2] + args.new_tokens // 2
+    step_ms = single_step_ms(model, median_past)
+    log(f"pool: {len(pool)} prompts, {lengths[0]}..{lengths[-1]} tokens (median {lengths[len(lengths) // 2]}); "
+        f"single step at past {median_past}: {step_ms:.1f} ms")  # fmt: skip
+    fractions = [float(f) for f in args.fractions.split(",")]
+    result: dict[str, Any] = {
+        "config": {"new_tokens": args.new_tokens, "pool": args.pool, "seconds": args.seconds,
+                   "fractions": fractions, "seed": args.seed, "llm": {
+                       k: getattr(config.llm, k) for k in
+                       ("max_running", "step_tokens", "kv_budget_bytes", "poll_ms", "store")}},
+        "single_step_ms": round(step_ms, 2),
+        "median_past": median_past,
+        "rows": {},
+    }  # fmt: skip
+    with RssSampler() as rss:
+        rows_runs: dict[str, list[RateRun]] = {}
+        for name in args.rows.split(","):
+            if name == "job":
+                continue
+            row: Any = PerRow(config, model) if name == "per-row" else Raw(config, model)
+            cap = _capacity(row, pool, args.capacity_burst if name == "raw" else 8)
+            log(f"{name}: closed-burst capacity {cap:.2f} prompts/s")
+            rows_runs[name] = _sweep(row, pool, args.seconds, fractions, cap, args.seed, log)
+            row.close()
+        result["peak_rss_mb_in_process"] = round(rss.peak_bytes / 2**20, 1)
+    with broker(args.bootstrap) as bootstrap:
+        if "job" in args.rows.split(","):
+            job = JobRow(bootstrap, config, args)
+            try:
+                cap = _capacity(job, pool, args.capacity_burst)
+                log(f"job: closed-burst capacity {cap:.2f} prompts/s")
+                rows_runs["job"] = _sweep(job, pool, args.seconds, fractions, cap, args.seed, log)
+                best = _best(rows_runs["job"])
+                if best is not None:
+                    half = job.run(pool, best.rate / 2, args.seconds, args.seed + 99)
+                    log(f"  job at half max rate {best.rate / 2:.2f}/s: ITL p99 "
+                        f"{half.summary()['itl_ms']['p99']} ms")  # fmt: skip
+                    result["job_half_rate"] = half.summary()
+                if not args.no_bursts:
+                    result["bursts"] = bursts(job, model, pool, BURSTS, log)
+                result["job_identity"] = job.identity(model, pool, log)
+                result["peak_rss_mb_job"] = job.peak_rss_mb
+            finally:
+                job.close()
+        if not args.no_memory:
+            result["memory"] = memory_workload(bootstrap, config, model, pool, args, log)
+    for name, runs in rows_runs.items():
+        result["rows"][name] = [r.summary() for r in runs]
+    result["summary"] = summarize(result, rows_runs, step_ms)
+    log(json.dumps(result["summary"], indent=2))
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2) + "\n")
+        log(f"wrote {path}")
+    return 0
+
+
+def summarize(
+    result: dict[str, Any], rows: dict[str, list[RateRun]], step_ms: float
+) -> dict[str, Any]:
+    """The keys issues #37 and #43 ask for; None where a leg did not run or never kept up."""
+
+    def best_tok(name: str) -> float | None:
+        b = _best(rows.get(name, []))
+        return round(b.tok_s, 1) if b is not None else None
+
+    half = result.get("job_half_rate") or {}
+    slo_ok = [r for r in rows.get("job", [])
+              if r.keeps_up and (r.summary()["itl_ms"]["p99"] or 1e9) <= DESIGN_ITL_SLO_MS]  # fmt: skip
+    bursts_ = result.get("bursts") or []
+    memory = result.get("memory") or {}
+    out = {
+        "per_row_tok_s": best_tok("per-row"),
+        "raw_tok_s": best_tok("raw"),
+        "job_tok_s": best_tok("job"),
+        "job_itl_p99_ms_at_half": (half.get("itl_ms") or {}).get("p99"),
+        "job_tok_s_at_itl_slo": round(max(r.tok_s for r in slo_ok), 1) if slo_ok else None,
+        "single_step_ms": round(step_ms, 2),
+        "identical": (result.get("job_identity") or {}).get("identical"),
+        "offload_peak_kv_ratio": memory.get("peak_kv_ratio"),
+        "offload_tok_s_ratio": memory.get("tok_s_ratio"),
+        "offload_peak_rss_ratio": memory.get("peak_rss_ratio"),
+        "burst_restarts": max((b["restarts"] for b in bursts_), default=None),
+        "burst_checkpoint_max_ms": max((b["checkpoint_max_ms"] for b in bursts_), default=None),
+        "burst_identical": all(b["identical"] for b in bursts_) if bursts_ else None,
+        "burst_1024_drain_s": next((b["drain_s"] for b in bursts_ if b["prompts"] == 1024), None),
+        "burst_1024_tok_s": next((b["tok_s"] for b in bursts_ if b["prompts"] == 1024), None),
+    }
+    p, j, r = out["per_row_tok_s"], out["job_tok_s"], out["raw_tok_s"]
+    out["job_over_per_row"] = round(j / p, 2) if p and j else None
+    out["job_over_raw"] = round(j / r, 2) if r and j else None
+    itl = out["job_itl_p99_ms_at_half"]
+    out["itl_half_over_step"] = round(itl / step_ms, 2) if itl else None
+    b = out["burst_1024_tok_s"]
+    out["burst_1024_over_job_max"] = round(b / j, 2) if b and j else None
+    out["design_tok_s"] = DESIGN_TOK_S
+    out["design_itl_p99_ms"] = DESIGN_ITL_SLO_MS
+    return out
+
+
+def register(subparsers: Any) -> None:
+    """Add ``flinkai bench llm-serve``."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "llm-serve",
+        help="LLM completion under Poisson load and bursts: per-row vs the scheduler vs the job",
+        description=(__doc__ or "").split("\n\n")[0],
+    )
+    parser.add_argument("--rows", default="per-row,raw,job", help="rows to run (per-row,raw,job)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="arrival window per rate (60)")
+    parser.add_argument("--fractions", default="0.5,0.75,0.9,1.1",
+                        help="rates as fractions of each row's closed-burst capacity")  # fmt: skip
+    parser.add_argument("--new-tokens", type=int, default=32, help="max new tokens (32)")
+    parser.add_argument("--pool", type=int, default=160, help="distinct prompts (160)")
+    parser.add_argument("--capacity-burst", type=int, default=64, help="closed burst size (64)")
+    parser.add_argument("--sessions", type=int, default=24, help="memory workload sessions (24)")
+    parser.add_argument("--turns", type=int, default=4, help="turns per session (4)")
+    parser.add_argument("--no-bursts", action="store_true", help="skip the burst rows")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory workload")
+    parser.add_argument("--bootstrap", help="Kafka bootstrap (default: a local broker)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.set_defaults(handler=_handle)
+
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,0 +1,313 @@
+"""The job row, the bursts and the memory workload of ``flinkai bench llm-serve``.
+
+The job row runs ``jobs/llm_complete.sql`` on the local MiniCluster with token deltas
+on a topic: a delta's producer timestamp (set when the scheduler step that made it
+ended) gives TTFT, ITL and the time a completion was produced; completions become
+visible at a ``read_committed`` consumer when their checkpoint commits, later.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from flinkai_bench.llm_serve import Item, Record, Row
+
+REPO = Path(__file__).resolve().parents[2]
+
+__all__ = ["JobRow", "bursts", "memory_workload"]
+
+
+class JobRow(Row):
+    """``jobs/llm_complete.sql``, unbounded, default checkpoints, deltas on a topic."""
+
+    name = "job"
+
+    def __init__(self, bootstrap: str, config: Any, args: Any) -> None:
+        from kafka import KafkaConsumer, KafkaProducer
+
+        from flinkai.kafka.admin import create_topics
+        from flinkai.local.process import free_port
+        from flinkai.runtime.cluster import FlinkRest
+        from flinkai.runtime.runner import RunOptions, run_script
+        from flinkai_bench.shared.rss import RssSampler
+
+        run = uuid.uuid4().hex[:8]
+        self.topics = [f"llm-bench-{t}-{run}" for t in ("prompts", "out", "dlq", "deltas")]
+        create_topics(bootstrap, self.topics)
+        port = free_port()
+        self.config = config.with_overrides(
+            llm={"deltas_topic": self.topics[3]},
+            kafka={"bootstrap_servers": bootstrap},
+            runtime={"flink_conf": {**config.runtime.flink_conf, "rest.port": str(port),
+                                    "rest.address": "127.0.0.1",
+                                    "rest.bind-address": "127.0.0.1"}},
+        )  # fmt: skip
+        self.api = FlinkRest(f"127.0.0.1:{port}")
+        self.new_tokens = int(config.llm.max_new_tokens)
+        self.rss = RssSampler().__enter__()
+        self.result = run_script(
+            REPO / "jobs" / "llm_complete.sql",
+            self.config,
+            RunOptions(
+                variables={
+                    "KAFKA_BOOTSTRAP": bootstrap,
+                    "PROMPTS_TOPIC": self.topics[0],
+                    "COMPLETIONS_TOPIC": self.topics[1],
+                    "DLQ_TOPIC": self.topics[2],
+                    "GROUP_ID": f"g-{run}",
+                    "SCAN_BOUNDED_MODE": "unbounded",
+                },
+                wait=False,
+            ),
+        )
+        assert self.result.job_id, "the job did not start"
+        self.job_id: str = self.result.job_id
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=1)
+        self.records: dict[str, Record] = {}
+        self.seen: dict[str, dict[int, list[int]]] = {}
+        self.visible: dict[str, float] = {}
+        self._offset = time.monotonic() - time.time()  # epoch -> monotonic
+        self._stop = threading.Event()
+        self._consumers = [
+            KafkaConsumer(self.topics[3], bootstrap_servers=bootstrap,
+                          auto_offset_reset="earliest", enable_auto_commit=False),
+            KafkaConsumer(self.topics[1], bootstrap_servers=bootstrap,
+                          auto_offset_reset="earliest", enable_auto_commit=False,
+                          isolation_level="read_committed"),
+        ]  # fmt: skip
+        self._thread = threading.Thread(target=self._consume, daemon=True)
+        self._thread.start()
+
+    def _consume(self) -> None:
+        deltas, out = self._consumers
+        while not self._stop.is_set():
+            for batch in deltas.poll(timeout_ms=100).values():
+                for m in batch:
+                    self._delta(json.loads(m.value), m.timestamp / 1000 + self._offset)
+            now = time.monotonic()
+            for batch in out.poll(timeout_ms=0).values():
+                for m in batch:
+                    self.visible.setdefault(json.loads(m.value)["id"], now)
+
+    def _delta(self, d: dict[str, Any], at: float) -> None:
+        key = str(d["id"])
+        parts = self.seen.setdefault(key, {})
+        seq = int(d["seq"])
+        if seq in parts:
+            return  # a replayed delta: the first copy counts
+        parts[seq] = [int(t) for t in d["token_ids"]]
+        r = self.records.get(key)
+        if r is None:
+            return
+        if seq == 0:
+            r.first = at
+        r.token_times.append(at)
+        if d.get("finished"):
+            r.done = at
+            r.tokens = tuple(t for s in sorted(parts) for t in parts[s])
+
+    def submit(self, key: str, item: Item, record: Record) -> None:
+        self.records[key] = record
+        self.producer.send(self.topics[0], json.dumps({"id": key, "prompt": item.text}).encode())
+        self.producer.flush()
+
+    def drain(self, records: dict[str, Record], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while any(r.done is None for r in records.values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def identity(
+        self, model: Any, pool: Sequence[Item], log: Callable[[str], None]
+    ) -> dict[str, Any]:
+        """Every finished job completion against single-sequence greedy (near-ties reported)."""
+        return check_identity(model, pool, self.records.values(), self.new_tokens, log)
+
+    @property
+    def peak_rss_mb(self) -> float:
+        return round(self.rss.peak_bytes / 2**20, 1)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        for c in self._consumers:
+            c.close()
+        self.producer.close()
+        client = self.result.job_client
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.cancel().result()
+        self.rss.__exit__(None, None, None)
+
+
+_REFERENCES: dict[str, tuple[tuple[int, ...], float]] = {}
+
+
+def check_identity(
+    model: Any, pool: Sequence[Item], records: Any, new_tokens: int, log: Callable[[str], None]
+) -> dict[str, Any]:
+    """Tokens of each finished record against greedy of its pool item (cached per item)."""
+    from flinkai.llm.compare import first_divergence, greedy_with_margins
+
+    by_key = {i.key: i for i in pool}
+    n = equal = 0
+    flips = []
+    for r in records:
+        if r.done is None or not r.tokens:
+            continue
+        item = by_key[r.key.split("-")[0]]
+        if item.key not in _REFERENCES:
+            _REFERENCES[item.key] = greedy_with_margins(
+                model.decoder, item.ids, new_tokens, model.stop_ids
+            )
+        want = _REFERENCES[item.key][0]
+        n += 1
+        if tuple(r.tokens) == want:
+            equal += 1
+            continue
+        d = first_divergence(model.decoder, item.ids, want, r.tokens)
+        flips.append({"key": r.key, "position": d.position if d else None,
+                      "margin": d.margin if d else None, "near_tie": bool(d and d.near_tie)})  # fmt: skip
+    identical = all(f["near_tie"] for f in flips)
+    log(f"identity: {equal} of {n} equal; {len(flips)} differ "
+        f"({sum(f['near_tie'] for f in flips)} near-ties below 1e-4)")  # fmt: skip
+    return {"compared": n, "equal": equal, "flips": flips, "identical": identical}
+
+
+def bursts(
+    job: JobRow, model: Any, pool: Sequence[Item], sizes: Sequence[int],
+    log: Callable[[str], None],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Bursts sent at once to the running job; checkpoints read from its REST API."""
+    out = []
+    for size in sizes:
+        restarts_before = job.api.restarts(job.job_id)
+        records: dict[str, Record] = {}
+        start_epoch = time.time() * 1000
+        start = time.monotonic()
+        tag = uuid.uuid4().hex[:4]
+        for i in range(size):
+            item = pool[i % len(pool)]
+            key = f"{item.key}-b{tag}-{i}"
+            records[key] = Record(key, time.monotonic())
+            job.records[key] = records[key]
+            job.producer.send(job.topics[0], json.dumps({"id": key, "prompt": item.text}).encode())
+        job.producer.flush()
+        job.drain(records, timeout_s=1800)
+        drain_s = max(r.done or 0 for r in records.values()) - start
+        end_epoch = time.time() * 1000
+        # One more checkpoint interval so the checkpoints of the burst are in the history.
+        time.sleep(job.config.runtime.checkpoint_interval_ms / 1000 + 1)
+        history = job.api.checkpoints(job.job_id).get("history") or []
+        during = [c for c in history
+                  if start_epoch <= int(c.get("trigger_timestamp") or 0) <= end_epoch]  # fmt: skip
+        tokens = sum(len(r.tokens) for r in records.values())
+        identity = check_identity(model, pool, records.values(), job.new_tokens, log)
+        row = {
+            "prompts": size,
+            "finished": sum(1 for r in records.values() if r.done is not None),
+            "drain_s": round(drain_s, 1),
+            "tok_s": round(tokens / drain_s, 1) if drain_s > 0 else None,
+            "checkpoints": len(during),
+            "checkpoint_max_ms": max((int(c.get("end_to_end_duration") or 0) for c in during),
+                                     default=0),
+            "checkpoints_failed": sum(1 for c in during if c.get("status") == "FAILED"),
+            "restarts": job.api.restarts(job.job_id) - restarts_before,
+            "identical": identity["identical"] and identity["compared"] == size,
+            "flips": identity["flips"],
+        }  # fmt: skip
+        log(f"burst {size}: drained in {row['drain_s']} s, {row['tok_s']} tok/s, "
+            f"{row['checkpoints']} checkpoints (longest {row['checkpoint_max_ms']} ms), "
+            f"restarts {row['restarts']}, identical {row['identical']}")  # fmt: skip
+        out.append(row)
+    return out
+
+
+def _memory_run(conn: Any, config: Any, texts: list[list[str]], bootstrap: str) -> None:
+    """One memory variant in a fresh process (its RSS is its own)."""
+    from flinkai.functions.llm import build_store, load_prompt_model
+    from flinkai.functions.llm_service import CompletionService, Pending
+    from flinkai_bench.shared.rss import RssSampler
+
+    model = load_prompt_model(config)
+    base_rss = RssSampler()
+    base_rss.sample()
+    store = build_store(config)
+    service = CompletionService(config, model, store)
+    service.start()
+    started = time.monotonic()
+    n = 0
+    with RssSampler() as rss:
+        for s, turns in enumerate(texts):
+            for t, text in enumerate(turns):
+                n += 1
+                payload = json.dumps({"id": f"s{s}t{t}", "prompt": text, "session": f"s{s}"})
+                pending = service.accept(payload.encode(), 0, n)
+                assert isinstance(pending, Pending), pending
+                assert service.hold(pending) is None
+        done = 0
+        while done < n:
+            got = service.finished()
+            for o in got:
+                assert o.row[10] is None, o.row
+            done += len(got)
+            time.sleep(0.01)
+    seconds = time.monotonic() - started
+    stats = service.scheduler.stats
+    service.close()
+    conn.send({
+        "seconds": round(seconds, 2),
+        "tokens": stats.generated_tokens,
+        "tok_s": round(stats.generated_tokens / seconds, 1),
+        "peak_kv_bytes": stats.peak_kv_bytes,
+        "peak_rss_mb": round(rss.peak_bytes / 2**20, 1),
+        "base_rss_mb": round(base_rss.peak_bytes / 2**20, 1),
+        "preemptions": stats.preemptions,
+        "session_offloads": stats.session_offloads,
+        "prefix_hits": 0,
+    })  # fmt: skip
+    conn.close()
+
+
+def memory_workload(bootstrap: str, config: Any, model: Any, pool: Sequence[Item], args: Any,
+                    log: Callable[[str], None]) -> dict[str, Any]:  # fmt: skip
+    """Multi-turn sessions: every session's KV resident, then a budget with Kafka offload."""
+    followups = ["Say it in other words.", "Why does it matter?", "Who is involved?",
+                 "What happens next?", "Give it a headline."]  # fmt: skip
+    texts = [[pool[s % len(pool)].text, *followups[: args.turns - 1]] for s in range(args.sessions)]
+    ctx = multiprocessing.get_context("spawn")
+
+    def run(cfg: Any) -> dict[str, Any]:
+        parent, child = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_memory_run, args=(child, cfg, texts, bootstrap))
+        proc.start()
+        result = parent.recv()
+        proc.join(60)
+        return result
+
+    resident = run(config.with_overrides(llm={"kv_budget_bytes": 0, "store": "none"}))
+    log(f"memory, all resident: {resident}")
+    budget = int(resident["peak_kv_bytes"] * 0.6)
+    offload = run(config.with_overrides(
+        llm={"kv_budget_bytes": budget, "store": "kafka",
+             "topic": f"llm-bench-kv-{uuid.uuid4().hex[:6]}"},
+        kafka={"bootstrap_servers": bootstrap},
+    ))  # fmt: skip
+    log(f"memory, budget {budget} with Kafka offload: {offload}")
+    return {
+        "sessions": args.sessions,
+        "turns": args.turns,
+        "budget_bytes": budget,
+        "resident": resident,
+        "offload": offload,
+        "peak_kv_ratio": round(offload["peak_kv_bytes"] / resident["peak_kv_bytes"], 3),
+        "tok_s_ratio": round(offload["tok_s"] / resident["tok_s"], 3),
+        "peak_rss_ratio": round(offload["peak_rss_mb"] / resident["peak_rss_mb"], 3),
+    }

@@ -1,0 +1,93 @@
+"""jobs/llm_complete.sql across a TaskManager SIGKILL mid-burst: every prompt completed once.
+
+A standalone cluster (one JobManager, one TaskManager whose Python worker runs the
+scheduler). Prompts arrive far faster than the decoder completes them, so many wait
+in keyed state; halfway between two checkpoints the TaskManager is killed and a
+fresh one started. The test first asserts the fault (processes gone, a restart, a
+restore from a checkpoint taken before the kill, aborted records of the open
+transaction), then the outcome: each prompt has exactly one completion on the
+``read_committed`` topic, identical to single-sequence greedy (the prompts in state at
+the kill were decoded again, from the start), and each bad record one dead letter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flinkai.config import load_config
+from flinkai.kafka.admin import IsolationLevel, TopicSnapshot, read_to_end_offsets
+from flinkai.kafka.broker import LocalKafka
+from flinkai.runtime.cluster import LocalFlinkCluster
+from flinkai.runtime.environment import Target
+from flinkai.testing import check_exactly_once
+
+from .faults import kill_between_checkpoints
+from .llm import tiny_decoder_dir
+from .test_llm_burst import LlmJob, expected, llm_config, prompts
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+N = 160  # prompts
+WARM = 8
+RATE = 40.0  # prompts per second: far above what the decoder completes
+POISON = [b"not json", b'{"id": "bad", "prompt": ""}']
+
+
+class KilledLlmJob(LlmJob):
+    def committed(self) -> tuple[int, int]:
+        """Completions plus dead letters: the harness waits until every record has one."""
+        out, dlq = super().committed()
+        return out + dlq, dlq
+
+    def read(self, isolation: IsolationLevel) -> TopicSnapshot:
+        return read_to_end_offsets(self.bootstrap, self.topics[1], isolation, timeout_s=60.0)
+
+
+@pytest.fixture
+def flink_cluster(tmp_path: Path) -> Iterator[LocalFlinkCluster]:
+    with LocalFlinkCluster(tmp_path / "flink", slots=1) as cluster:
+        yield cluster
+
+
+def test_every_prompt_completes_once_across_a_taskmanager_kill(
+    kafka_broker: LocalKafka, flink_cluster: LocalFlinkCluster
+) -> None:
+    tiny = tiny_decoder_dir()
+    config = llm_config(
+        load_config(env={}),
+        tiny,
+        restart_attempts=12,
+        restart_delay_ms=3000,
+        checkpoint_interval_ms=2000,
+    )
+    want, _ = expected(config, prompts(N, seed=1))
+    texts = {k: v for k, v in prompts(N, seed=1).items() if k in want}
+    records = [json.dumps({"id": k, "prompt": v}).encode() for k, v in texts.items()]
+    records[WARM + 10 : WARM + 10] = POISON  # inside the burst
+    job = KilledLlmJob(
+        kafka_broker.bootstrap, config=config, target=Target(flink_cluster.jobmanager)
+    )
+    run = kill_between_checkpoints(flink_cluster, job, records, WARM, RATE)
+
+    # Evidence of the fault, then of the replay it caused.
+    run.assert_fault()
+    raw_ids = Counter(json.loads(r.value or b"null")["id"] for r in run.raw.records)
+    assert any(n > 1 for n in raw_ids.values()), "read_uncommitted shows no replayed completion"
+
+    # Outcome: one completion per prompt, identical to greedy; one dead letter per bad record.
+    check_exactly_once(
+        Counter(texts.keys()), run.committed.records, lambda r: json.loads(r.value or b"")["id"]
+    ).assert_ok()
+    got = {
+        d["id"]: d["completion"]
+        for d in (json.loads(r.value or b"") for r in run.committed.records)
+    }
+    differ = [k for k in texts if got[k] != want[k]]
+    assert not differ, [(k, got[k], want[k]) for k in differ[:3]]
+    reasons = Counter(json.loads(r.value or b"")["reason"] for r in run.dead.records)
+    assert reasons == Counter({"not_json": 1, "empty_prompt": 1}), reasons
