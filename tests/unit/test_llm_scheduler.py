@@ -255,3 +255,19 @@ def test_a_failing_step_fails_its_requests_instead_of_the_thread() -> None:
         assert got and got[0].error is None
     finally:
         scheduler.close()
+
+
+def test_first_divergence_names_the_token_and_greedy_margin() -> None:
+    from flinkai.llm.compare import NEAR_TIE, first_divergence, greedy_with_margins
+
+    decoder = AttentionDecoder(6)
+    prompt = [1, 2, 3, 4, 7, 9]
+    want = decode_greedy(decoder, prompt, 10, ()).token_ids
+    tokens, smallest = greedy_with_margins(decoder, prompt, 10, ())
+    assert tokens == want and smallest > 0
+    assert first_divergence(decoder, prompt, want, want) is None
+    other = (want[3] + 1) % 97
+    got = (*want[:3], other, *want[4:])
+    d = first_divergence(decoder, prompt, want, got)
+    assert d is not None and (d.position, d.want, d.got) == (3, want[3], other)
+    assert d.margin > NEAR_TIE and not d.near_tie  # greedy clearly preferred its own token
