@@ -337,7 +337,7 @@ def _capacity(row: Row, pool: Sequence[Item], n: int) -> float:
     row.begin()
     for i in range(n):
         item = pool[i % len(pool)]
-        key = f"cap-{uuid.uuid4().hex[:6]}-{i}"
+        key = f"{item.key}-cap{uuid.uuid4().hex[:6]}-{i}"
         records[key] = Record(key, time.monotonic())
         row.submit(key, item, records[key])
     row.drain(records, timeout_s=600)
@@ -416,7 +416,8 @@ def _handle(args: argparse.Namespace) -> int:
                         f"{half.summary()['itl_ms']['p99']} ms")  # fmt: skip
                     result["job_half_rate"] = half.summary()
                 if not args.no_bursts:
-                    result["bursts"] = bursts(job, model, pool, BURSTS, log)
+                    sizes = [int(b) for b in args.bursts.split(",")]
+                    result["bursts"] = bursts(job, model, pool, sizes, log)
                 result["job_identity"] = job.identity(model, pool, log)
                 result["peak_rss_mb_job"] = job.peak_rss_mb
             finally:
@@ -494,6 +495,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--capacity-burst", type=int, default=64, help="closed burst size (64)")
     parser.add_argument("--sessions", type=int, default=24, help="memory workload sessions (24)")
     parser.add_argument("--turns", type=int, default=4, help="turns per session (4)")
+    parser.add_argument("--bursts", default=",".join(str(b) for b in BURSTS),
+                        help="burst sizes sent at once to the job (64,256,1024)")  # fmt: skip
     parser.add_argument("--no-bursts", action="store_true", help="skip the burst rows")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory workload")
     parser.add_argument("--bootstrap", help="Kafka bootstrap (default: a local broker)")
