@@ -37,7 +37,7 @@ def test_the_summary_takes_each_row_at_its_max_rate_that_kept_up() -> None:
             _run("job", 2, 90, True, 30),
             _run("job", 4, 170, True, 60),
             _run("job", 5, 175, False, 80),
-        ],  # fmt: skip
+        ],
     }
     result = {"job_half_rate": {"itl_ms": {"p99": 40.0}}}
     s = summarize(result, rows, step_ms=20.0)
