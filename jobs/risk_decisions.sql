@@ -29,8 +29,9 @@ SET 'execution.buffer-timeout.interval' = '5 ms';
 -- Keep up to 10,000 accounts' state in the Python worker (PyFlink's default: 1,000). A
 -- read that misses this cache waits for a round trip to the JVM; with accounts that
 -- repeat (Zipf-like), 1,000 entries evict accounts that come back. Every bundle's
--- commit walks the whole cache, so it is not made larger than the working set needs
--- (flinkai bench agents: the job-cache1000 leg runs PyFlink's default beside it).
+-- commit walks the whole cache, so it is not made larger than the working set needs.
+-- Measured beside the default on a loaded 2-core machine, within noise either way
+-- (docs/agents.md#benchmark; `flinkai bench agents --legs job,job-cache1000`).
 SET 'python.state.cache-size' = '10000';
 
 -- Raw bytes, so a malformed record reaches the operator and is dead-lettered.
