@@ -11,6 +11,12 @@
 -- Bad records, questions that cannot be embedded and prompts the model refuses go to
 -- the dead-letter topic with a reason.
 --
+-- The answer is decoded by the scheduled LLM operator (flinkai.operators.llm), beside
+-- the bundles: a question waits in keyed state, never in a bundle that a checkpoint
+-- would wait for (docs/llm.md, "Serving under load"). rag_prompt builds the grounded
+-- prompt and carries the passages through the operator in `meta`; rag_finish reads
+-- them back and parses the citations.
+--
 -- Placeholders: KAFKA_BOOTSTRAP, QUESTIONS_TOPIC, ANSWERS_TOPIC, DLQ_TOPIC,
 --   TOP_K (default 5), SCAN_BOUNDED_MODE, GROUP_ID, DELIVERY_GUARANTEE,
 --   TRANSACTIONAL_ID_PREFIX (built in)
@@ -21,7 +27,10 @@ SET 'pipeline.name' = 'flinkai-rag-answer';
 
 CREATE TEMPORARY FUNCTION parse_question AS 'rag.parse_question' LANGUAGE PYTHON;
 CREATE TEMPORARY FUNCTION retrieve AS 'rag.retrieve' LANGUAGE PYTHON;
-CREATE TEMPORARY FUNCTION rag_answer AS 'rag_answer.rag_answer' LANGUAGE PYTHON;
+CREATE TEMPORARY FUNCTION rag_prompt AS 'rag_answer.rag_prompt' LANGUAGE PYTHON;
+CREATE TEMPORARY FUNCTION rag_finish AS 'rag_answer.rag_finish' LANGUAGE PYTHON;
+-- A completed answer leaves the worker with the bundle of the timer that found it.
+SET 'python.fn-execution.bundle.time' = '20';
 
 CREATE TEMPORARY TABLE questions_raw (
   payload BYTES,
@@ -72,51 +81,86 @@ CREATE TEMPORARY TABLE answer_outputs (
   'properties.transaction.timeout.ms' = '900000'
 );
 
-CREATE TEMPORARY VIEW parsed AS
+-- retrieve runs once per question, inside rag_prompt's argument: the passages are
+-- read only from rag_prompt's result (see udfs/rag_answer.py), and `share` keeps the
+-- two readers below from planning the view twice.
+CREATE TEMPORARY VIEW planned_view AS
 SELECT payload, `topic` AS source_topic, `partition` AS source_partition,
-       `offset` AS source_offset, parse_question(payload) AS q
-FROM questions_raw;
+       `offset` AS source_offset, q,
+       rag_prompt(q.id, q.question, retrieve(q.question, ${TOP_K:-5}), payload) AS p
+FROM (SELECT *, parse_question(payload) AS q FROM questions_raw);
 
--- The passages are read only from rag_answer's result (it echoes its argument): the
--- planner copies retrieve(...) into every column that reads it, one embedding and
--- index search per copy, and the written passages are the ones the answer used.
--- An invalid question (q.question NULL) gets an empty array from retrieve and a NULL
--- row from rag_answer, and no model call; so does a question with no passages (a
--- fixed answer, empty sources). A question retrieve cannot embed (NULL passages)
--- comes back with error 'inference_failed: ...'.
+CREATE TEMPORARY VIEW planned AS
+  APPLY OPERATOR 'flinkai.operators.share.share' TO planned_view;
+
+-- Questions with a prompt go to the model; the key buckets them for the timers.
+CREATE TEMPORARY VIEW to_model AS
+SELECT CAST(MOD(ABS(HASH_CODE(COALESCE(q.id, ''))), ${LLM_BUCKETS:-8}) AS STRING) AS bucket,
+       CAST(p.request AS BYTES) AS request, source_partition, source_offset
+FROM planned
+WHERE p.request IS NOT NULL;
+
+CREATE TEMPORARY VIEW completed AS
+  APPLY OPERATOR 'flinkai.operators.llm.complete' TO to_model
+  WITH ('key' = 'bucket', 'payload' = 'request',
+        'partition' = 'source_partition', 'offset' = 'source_offset');
+
 CREATE TEMPORARY VIEW answered AS
-SELECT payload, source_topic, source_partition, source_offset, q,
-       rag_answer(q.question, retrieve(q.question, ${TOP_K:-5})) AS a
-FROM parsed;
+SELECT *, rag_finish(completion, meta) AS f, (error_reason IS NULL) AS ok
+FROM completed;
 
-CREATE TEMPORARY VIEW outcomes AS
-SELECT *, (q.error_reason IS NULL AND a.error IS NULL) AS ok
-FROM answered;
+-- The rest is final without a model call: an invalid record, no passages, an error.
+CREATE TEMPORARY VIEW direct AS
+SELECT *, (q.error_reason IS NULL AND p.error IS NULL) AS ok
+FROM planned
+WHERE p.request IS NULL;
 
 INSERT INTO answer_outputs
 SELECT
   IF(ok, '${ANSWERS_TOPIC}', '${DLQ_TOPIC}'),
+  id,
+  IF(ok, f.question, CAST(NULL AS STRING)),
+  CASE WHEN ok THEN f.passages END,
+  completion,
+  CASE WHEN ok THEN f.sources END,
+  f.cited,
+  model_version,
+  prompt_tokens,
+  cached_tokens,
+  ttft_ms,
+  IF(ok, f.truncated_passages, CAST(NULL AS INT)),
+  IF(ok, f.dropped_passages, CAST(NULL AS INT)),
+  IF(ok, CURRENT_TIMESTAMP, CAST(NULL AS TIMESTAMP_LTZ(3))),
+  error_reason,
+  error_detail,
+  IF(ok, CAST(NULL AS STRING), COALESCE(f.payload_base64, payload_base64)),
+  IF(ok, CAST(NULL AS STRING), '${QUESTIONS_TOPIC}'),
+  IF(ok, CAST(NULL AS INT), source_partition),
+  IF(ok, CAST(NULL AS BIGINT), source_offset),
+  IF(ok, CAST(NULL AS TIMESTAMP_LTZ(3)), CURRENT_TIMESTAMP)
+FROM answered
+UNION ALL
+SELECT
+  IF(ok, '${ANSWERS_TOPIC}', '${DLQ_TOPIC}'),
   q.id,
   IF(ok, q.question, CAST(NULL AS STRING)),
-  a.passages,
-  a.answer,
-  a.sources,
-  a.cited,
-  a.model_version,
-  a.prompt_tokens,
-  a.cached_tokens,
-  a.ttft_ms,
-  a.truncated_passages,
-  a.dropped_passages,
+  p.passages,
+  p.answer,
+  p.sources,
+  p.sources,  -- cited: nothing to cite without a model call (sources is [] then)
+  CAST(NULL AS STRING),
+  IF(ok, 0, CAST(NULL AS INT)),
+  IF(ok, 0, CAST(NULL AS INT)),
+  CAST(NULL AS DOUBLE),
+  p.truncated_passages,
+  p.dropped_passages,
   IF(ok, CURRENT_TIMESTAMP, CAST(NULL AS TIMESTAMP_LTZ(3))),
-  IF(ok, CAST(NULL AS STRING),
-     COALESCE(q.error_reason, SPLIT_INDEX(a.error, ':', 0))),
-  IF(ok, CAST(NULL AS STRING),
-     COALESCE(q.error_detail, a.error)),
+  IF(ok, CAST(NULL AS STRING), COALESCE(q.error_reason, SPLIT_INDEX(p.error, ':', 0))),
+  IF(ok, CAST(NULL AS STRING), COALESCE(q.error_detail, p.error)),
   -- invalid records: parse_question kept the raw bytes; valid ones are UTF-8
   IF(ok, CAST(NULL AS STRING), COALESCE(q.payload_base64, TO_BASE64(CAST(payload AS STRING)))),
   IF(ok, CAST(NULL AS STRING), source_topic),
   IF(ok, CAST(NULL AS INT), source_partition),
   IF(ok, CAST(NULL AS BIGINT), source_offset),
   IF(ok, CAST(NULL AS TIMESTAMP_LTZ(3)), CURRENT_TIMESTAMP)
-FROM outcomes;
+FROM direct;

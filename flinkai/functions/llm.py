@@ -21,7 +21,7 @@ from typing import Protocol
 
 from flinkai.config import Config, LlmConfig
 from flinkai.functions.events import Invalid, Reason, decode_object, is_utf8_safe
-from flinkai.llm.artifacts import default_llm_dir
+from flinkai.llm.artifacts import default_llm_dir, load_llm_artifacts
 from flinkai.llm.decoder import OnnxDecoder
 from flinkai.llm.prefix import Decoder, PrefixCache, PrefixCompletion
 from flinkai.llm.tokenizer import LlmTokenizer
@@ -44,6 +44,7 @@ __all__ = [
     "Rejected",
     "build_store",
     "kafka_store_config",
+    "load_chat_tokenizer",
     "load_prompt_model",
     "parse_options",
     "parse_prompt",
@@ -83,6 +84,8 @@ class Prompt:
         session: Turns with the same session continue one conversation, in order.
         adapter: The LoRA adapter to decode with (None: the base model).
         max_new_tokens: The event's token budget (None: ``llm.max_new_tokens``).
+        meta: Any JSON the event carries in ``meta``, as JSON text: passed through to
+            the output untouched (``jobs/rag_answer.sql`` carries its passages in it).
     """
 
     id: str
@@ -91,6 +94,7 @@ class Prompt:
     session: str | None = None
     adapter: str | None = None
     max_new_tokens: int | None = None
+    meta: str | None = None
 
 
 @dataclass(frozen=True)
@@ -133,7 +137,10 @@ def parse_prompt(payload: bytes | None, max_prompt_bytes: int) -> Prompt | Rejec
     fields = _event_fields(obj)
     if isinstance(fields, Rejected):
         return fields
-    return Prompt(str(pid), prompt, *fields)
+    meta = obj.get("meta")
+    if meta is not None and not isinstance(meta, str):
+        meta = json.dumps(meta, ensure_ascii=False)
+    return Prompt(str(pid), prompt, *fields, meta=meta)
 
 
 def _event_fields(
@@ -402,6 +409,22 @@ class LoadedModel:
         if ended and eos and closing.startswith(eos):
             closing = closing[len(eos) :]
         return self.tokenizer.encode(closing + after[len(before) :])
+
+
+def load_chat_tokenizer(config: Config) -> LlmTokenizer:
+    """The tokenizer and chat template of ``llm.model``, without loading its decoder.
+
+    Raises:
+        LlmArtifactError: The export is missing or damaged.
+    """
+    folder = config.llm.dir or default_llm_dir(config.llm.model)
+    # The decoder's hash is checked where it is loaded; reading 650 MB here buys nothing.
+    artifacts = load_llm_artifacts(folder, verify_checksums=False)
+    return LlmTokenizer(
+        artifacts.tokenizer_path,
+        artifacts.chat_template_path.read_text(encoding="utf-8"),
+        artifacts.manifest.special_tokens,
+    )
 
 
 def load_prompt_model(config: Config) -> LoadedModel:

@@ -20,6 +20,7 @@ turn's KV (resident, or restored from the snapshot store).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import deque
@@ -57,6 +58,7 @@ OUTPUT_FIELDS = (
     "id", "completion", "model_version", "prompt_tokens", "cached_tokens", "ttft_ms",
     "queue_ms", "e2e_ms", "finish_reason", "session",
     "error_reason", "error_detail", "payload_base64", "source_partition", "source_offset",
+    "meta",
 )  # fmt: skip
 
 
@@ -75,6 +77,7 @@ class Pending:
         id, prompt, priority, session, max_new_tokens: From the event.
         partition, offset: Where it came from.
         arrived_ms: Wall-clock arrival; orders a session's turns after a restore.
+        meta: The event's ``meta`` (JSON text), passed through to the output.
     """
 
     entry: str
@@ -86,6 +89,7 @@ class Pending:
     partition: int | None
     offset: int | None
     arrived_ms: int
+    meta: str | None = None
 
     def to_state(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,7 +101,8 @@ class Pending:
     @property
     def nbytes(self) -> int:
         """What the prompt costs in state (its text; the rest is small)."""
-        return len(self.prompt.encode("utf-8", "surrogatepass")) + 64
+        meta = len(self.meta.encode("utf-8", "surrogatepass")) if self.meta else 0
+        return len(self.prompt.encode("utf-8", "surrogatepass")) + meta + 64
 
 
 @dataclass(frozen=True)
@@ -110,9 +115,13 @@ class Outcome:
 
 
 def _dead(
-    reason: str, detail: str, carried: tuple[Any, ...], pid: str | None = None
+    reason: str,
+    detail: str,
+    carried: tuple[Any, ...],
+    pid: str | None = None,
+    meta: str | None = None,
 ) -> tuple[Any, ...]:
-    return (pid, *([None] * 8), None, reason, detail, *carried)
+    return (pid, *([None] * 8), None, reason, detail, *carried, meta)
 
 
 def delta_record(pid: str, delta: TokenDelta, text: str) -> dict[str, Any]:
@@ -214,7 +223,7 @@ class CompletionService:
             return _dead(parsed.reason, parsed.detail, carried)
         refusal = self._precheck(parsed)
         if refusal is not None:
-            return _dead(refusal.reason, refusal.detail, carried, parsed.id)
+            return _dead(refusal.reason, refusal.detail, carried, parsed.id, parsed.meta)
         return Pending(
             entry=f"{partition}:{offset}",
             id=parsed.id,
@@ -225,6 +234,7 @@ class CompletionService:
             partition=partition,
             offset=offset,
             arrived_ms=int(self._clock() * 1000),
+            meta=parsed.meta,
         )
 
     def _precheck(self, prompt: Prompt) -> Rejected | None:
@@ -318,15 +328,13 @@ class CompletionService:
         return self._dead_row(pending, reason, detail)
 
     def _dead_row(self, pending: Pending, reason: str, detail: str) -> tuple[Any, ...]:
+        # The record as accepted (state keeps the prompt, not the original bytes).
         payload = {"id": pending.id, "prompt": pending.prompt}
         if pending.session is not None:
             payload["session"] = pending.session
-        import json
-
         raw = json.dumps(payload, ensure_ascii=False).encode("utf-8", "surrogatepass")
-        return _dead(
-            reason, detail, (payload_base64(raw), pending.partition, pending.offset), pending.id
-        )
+        carried = (payload_base64(raw), pending.partition, pending.offset)
+        return _dead(reason, detail, carried, pending.id, pending.meta)
 
     def _release(self, pending: Pending) -> None:
         if self._held.pop(pending.entry, None) is not None:
@@ -371,6 +379,7 @@ class CompletionService:
                 None,
                 None,
                 *carried,
+                pending.meta,
             )
             if pending.session is not None:
                 history = (*prompt_ids, *done.token_ids)

@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from flinkai.config import LlmConfig
 from flinkai.functions.events import Reason
 from flinkai.functions.llm import LlmCompleteFunction, LlmReason
 
@@ -41,6 +42,7 @@ __all__ = [
     "Passage",
     "RagAnswerFunction",
     "RagAnswerRow",
+    "RagPlanner",
     "build_prompt",
     "parse_citations",
     "render_prompt",
@@ -186,31 +188,37 @@ _NOTHING = RagAnswerRow(None, None, None, None, None, None, None, None, None, No
 _NO_PASSAGES = RagAnswerRow(NO_PASSAGES_ANSWER, (), (), None, 0, 0, None, 0, 0, None)
 
 
-class RagAnswerFunction:
-    """Answers questions from passages through an :class:`LlmCompleteFunction`.
+class RagPlanner:
+    """Turns a question and its passages into a grounded prompt, or into the final row.
+
+    Both ways of answering use it: :class:`RagAnswerFunction` (the SQL function, which
+    decodes in its bundle) and the ``rag_prompt`` function of ``jobs/rag_answer.sql``,
+    whose prompt goes to the scheduled LLM operator.
 
     Args:
-        llm: The completion function (its model, prefix cache and ``llm`` limits).
+        limits: The ``llm`` section (``max_prompt_tokens``, ``max_prompt_bytes``).
+        prompt_ids: The model's chat-templated token ids of a prompt.
     """
 
-    def __init__(self, llm: LlmCompleteFunction) -> None:
-        self.llm = llm
+    def __init__(self, limits: LlmConfig, prompt_ids: Callable[[str], Sequence[int]]) -> None:
+        self.limits = limits
+        self.prompt_ids = prompt_ids
 
     def fits(self, prompt: str) -> bool:
         """Whether the prompt is within ``llm.max_prompt_bytes`` and ``max_prompt_tokens``."""
-        limits = self.llm.config.llm
-        if len(prompt.encode("utf-8", "surrogatepass")) > limits.max_prompt_bytes:
+        if len(prompt.encode("utf-8", "surrogatepass")) > self.limits.max_prompt_bytes:
             return False
-        return len(self.llm.model.prompt_ids(prompt)) <= limits.max_prompt_tokens
+        return len(self.prompt_ids(prompt)) <= self.limits.max_prompt_tokens
 
-    def __call__(
-        self, question: str | None, passages: Sequence[Passage] | None, options: str | None = None
-    ) -> RagAnswerRow:
-        """Answer one question.
+    def plan(
+        self, question: str | None, passages: Sequence[Passage] | None
+    ) -> GroundedPrompt | RagAnswerRow:
+        """The prompt to complete, or the row itself when the model is not to be called.
 
         A NULL question (an invalid record, dead-lettered by its parse) gives an
         all-NULL row without an error; NULL passages (``retrieve`` could not embed
-        the question) give an ``inference_failed`` error. Neither calls the model.
+        the question) give an ``inference_failed`` error; no passages give
+        :data:`NO_PASSAGES_ANSWER`.
         """
         if question is None:
             return _NOTHING
@@ -220,13 +228,36 @@ class RagAnswerFunction:
             return _NO_PASSAGES
         grounded = build_prompt(question, passages, self.fits)
         if grounded is None:
-            limits = self.llm.config.llm
             return _error(
                 LlmReason.PROMPT_TOO_LONG.value,
                 f"the question with one passage cut to {MIN_PASSAGE_CHARS} characters is "
-                f"over llm.max_prompt_tokens ({limits.max_prompt_tokens}) or "
-                f"llm.max_prompt_bytes ({limits.max_prompt_bytes})",
+                f"over llm.max_prompt_tokens ({self.limits.max_prompt_tokens}) or "
+                f"llm.max_prompt_bytes ({self.limits.max_prompt_bytes})",
             )
+        return grounded
+
+
+class RagAnswerFunction:
+    """Answers questions from passages through an :class:`LlmCompleteFunction`.
+
+    Args:
+        llm: The completion function (its model, prefix cache and ``llm`` limits).
+    """
+
+    def __init__(self, llm: LlmCompleteFunction) -> None:
+        self.llm = llm
+        self.planner = RagPlanner(llm.config.llm, llm.model.prompt_ids)
+
+    def fits(self, prompt: str) -> bool:
+        return self.planner.fits(prompt)
+
+    def __call__(
+        self, question: str | None, passages: Sequence[Passage] | None, options: str | None = None
+    ) -> RagAnswerRow:
+        """Answer one question (see :meth:`RagPlanner.plan` for the cases without a model call)."""
+        grounded = self.planner.plan(question, passages)
+        if isinstance(grounded, RagAnswerRow):
+            return grounded
         done = self.llm(grounded.text, options)
         if done.error is not None:
             return _error_text(done.error)

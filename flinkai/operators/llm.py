@@ -99,7 +99,7 @@ def output_type_info() -> Any:
     from pyflink.common import Types
 
     s, i, d, b = Types.STRING(), Types.INT(), Types.DOUBLE(), Types.LONG()
-    types = [s, s, s, i, i, d, d, d, s, s, s, s, s, i, b]
+    types = [s, s, s, i, i, d, d, d, s, s, s, s, s, i, b, s]
     return Types.ROW_NAMED(list(OUTPUT_FIELDS), types)
 
 
@@ -195,7 +195,7 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
             raw = value[1]
             text = payload_base64(bytes(raw)) if isinstance(raw, bytes | bytearray) else raw
             return (None,) * 10 + ("internal_error", internal_error_detail(exc), text,
-                                   value[2], value[3])  # fmt: skip
+                                   value[2], value[3], None)  # fmt: skip
 
         def _restore(self, bucket: str) -> Iterator[Row]:
             """First sight of a bucket since open(): hold what its state kept (a restore)."""

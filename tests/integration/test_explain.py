@@ -89,12 +89,17 @@ def _retrieve_calls(script: Path) -> int:
 
 
 def test_rag_answer_retrieves_once_per_question(tmp_path: Path) -> None:
-    # One embedding and one index search per question: the passages written are read
-    # from rag_answer's result, so the planner has no second retrieve(...) to run.
-    assert _retrieve_calls(REPO / "jobs" / "rag_answer.sql") == 1
-    # The control: writing the passages from retrieve(...) itself plans a second call.
+    # One embedding and one index search per question: the passages are read from
+    # rag_prompt's result, so the planner has no second retrieve(...) to run. The plan
+    # is cut at the `share` operator (a DataStream), so the view before it is explained,
+    # read field by field as the rest of the job reads it.
     sql = (REPO / "jobs" / "rag_answer.sql").read_text()
-    assert "  a.passages,\n" in sql
-    script = tmp_path / "rag_answer_twice.sql"
-    script.write_text(sql.replace("  a.passages,\n", "  retrieve(q.question, 5),\n"))
-    assert _retrieve_calls(script) == 2
+    head = sql[: sql.index("CREATE TEMPORARY VIEW planned AS")]
+    reads = "SELECT p.request, p.answer, p.passages, p.sources, p.error FROM planned_view;\n"
+    once = tmp_path / "rag_answer_once.sql"
+    once.write_text(head + reads)
+    assert _retrieve_calls(once) == 1
+    # The control: reading the passages from retrieve(...) itself plans a second call.
+    twice = tmp_path / "rag_answer_twice.sql"
+    twice.write_text(head + reads.replace("p.passages", "retrieve(q.question, 5)"))
+    assert _retrieve_calls(twice) == 2
