@@ -321,12 +321,17 @@ class Raw(Row):
 def _sweep(row: Row, pool: Sequence[Item], seconds: float, fractions: Sequence[float],
            capacity: float, seed: int, log: Callable[[str], None]) -> list[RateRun]:  # fmt: skip
     runs = []
-    for k, f in enumerate(fractions):
-        rate = max(0.05, f * capacity)
-        run = row.run(pool, rate, seconds, seed + k)
-        log(f"  {row.name} at {rate:.2f}/s: {run.tok_s:.1f} tok/s, keeps up {run.keeps_up}, "
+    rates = [max(0.05, f * capacity) for f in fractions]
+    k = 0
+    while k < len(rates):
+        run = row.run(pool, rates[k], seconds, seed + k)
+        log(f"  {row.name} at {rates[k]:.2f}/s: {run.tok_s:.1f} tok/s, keeps up {run.keeps_up}, "
             f"backlog {run.backlog_at_end}")  # fmt: skip
         runs.append(run)
+        # The max rate is known only once a rate fails: go on up until one does.
+        if k == len(rates) - 1 and run.keeps_up and len(rates) < len(fractions) + 3:
+            rates.append(rates[-1] * 1.25)
+        k += 1
     return runs
 
 
@@ -397,7 +402,7 @@ def _handle(args: argparse.Namespace) -> int:
             if name == "job":
                 continue
             row: Any = PerRow(config, model) if name == "per-row" else Raw(config, model)
-            cap = _capacity(row, pool, args.capacity_burst if name == "raw" else 8)
+            cap = _capacity(row, pool, args.capacity_burst if name == "raw" else 12)
             log(f"{name}: closed-burst capacity {cap:.2f} prompts/s")
             rows_runs[name] = _sweep(row, pool, args.seconds, fractions, cap, args.seed, log)
             row.close()
