@@ -507,12 +507,26 @@ def _measure(leg: str, bootstrap: str, topics: tuple[str, str], work: Workload,
                 vis, _ = event_latencies_ms(sent, visible.snapshot())
                 result.paced_rate, result.sent, result.received = paced_rate, len(sent), len(lat)
                 result.p50_ms, result.p99_ms = percentiles(lat)
+                result.extra["paced_p99_ms_by_second"] = _p99_by_second(sent, written.snapshot())
                 result.visible_received = len(vis)
                 result.visible_p50_ms, result.visible_p99_ms = percentiles(vis)
         finally:
             feed.close()
     result.peak_rss_mb = rss.peak_mb
     return result
+
+
+def _p99_by_second(sent: dict[str, float], arrived: dict[str, float]) -> list[float | None]:
+    """p99 latency to the sink write of the events sent in each second of a paced run:
+    whether the tail comes in bursts (a checkpoint every few seconds) or evenly."""
+    if not sent:
+        return []
+    start = min(sent.values())
+    buckets: dict[int, list[float]] = {}
+    for tx, at in sent.items():
+        if tx in arrived:
+            buckets.setdefault(int(at - start), []).append((arrived[tx] - at) * 1000)
+    return [percentiles(buckets.get(i, []))[1] for i in range(max(buckets, default=-1) + 1)]
 
 
 def _free_port() -> int:
@@ -957,7 +971,7 @@ def _handle(args: argparse.Namespace) -> int:
     options = AgentsOptions(
         seconds_at_max=args.seconds or (8.0 if args.quick else 30.0),
         probe=300 if args.quick else 1500,
-        paced_seconds=5.0 if args.quick else 15.0,
+        paced_seconds=args.paced_seconds or (5.0 if args.quick else 15.0),
         concurrent_seconds=3.0 if args.quick else 8.0,
         legs=legs,
         rate=args.rate,
@@ -1011,6 +1025,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--rate", type=float, metavar="EVENTS_PER_S",
                         help="pace the latency runs at this rate instead of a quarter of "
                         "the job's max")  # fmt: skip
+    parser.add_argument("--paced-seconds", type=float, help="paced run length (15)")
     parser.add_argument(
         "--bundle", type=int, default=100, help="transactions per bundle in raw-vectorised (100)"
     )

@@ -81,3 +81,13 @@ def test_a_variant_changes_a_setting_the_script_sets_in_place() -> None:
     text = _with_operator(script, _OPERATOR, {"python.state.cache-size": "1000"}).read_text()
     assert text == original.replace("SET 'python.state.cache-size' = '10000';",
                                     "SET 'python.state.cache-size' = '1000';")  # fmt: skip
+
+
+def test_p99_by_second_buckets_by_send_time() -> None:
+    from flinkai_bench.agents import _p99_by_second
+
+    sent = {"a": 100.0, "b": 100.5, "c": 102.2}
+    arrived = {"a": 100.01, "b": 100.52, "c": 102.5}
+    by = _p99_by_second(sent, arrived)
+    assert len(by) == 3 and by[1] is None
+    assert by[0] is not None and 10 <= by[0] <= 20 and by[2] is not None and abs(by[2] - 300) < 1
