@@ -34,7 +34,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -675,14 +675,3 @@ class Scheduler:
         prefill = sum(x.cache.nbytes for x in self._prefill if x.cache is not None)
         s.kv_bytes = self._batch.nbytes + prefill + self._session_bytes()
         s.peak_kv_bytes = max(s.peak_kv_bytes, s.kv_bytes)
-
-    def cancel(self, keys: Collection[str]) -> None:
-        """Forget requests that are still waiting (the operator's state was discarded)."""
-        with self._lock:
-            gone = set(keys)
-            for queue in self._waiting.values():
-                for seq in [s for s in queue if s.req.key in gone]:
-                    queue.remove(seq)
-                    self._n_waiting -= 1
-            self._inbox = deque(s for s in self._inbox if s.req.key not in gone)
-            self._known -= gone

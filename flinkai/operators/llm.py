@@ -144,6 +144,8 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
             self._service.start()
             self._poll_ms = llm.poll_ms
             self._entries: dict[str, set[str]] = {}  # bucket -> entries held
+            self._bucket_of: dict[str, str] = {}  # entry -> its bucket
+            self._stash: dict[str, list[Outcome]] = {}  # finished, by bucket, not yet emitted
             self._armed: dict[str, int] = {}  # bucket -> registered timer
             self._drain_armed: set[str] = set()
             self._seen: set[str] = set()  # buckets whose state was read since open()
@@ -189,6 +191,7 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
                 self._pending.remove(got.entry)
                 return refused
             self._entries.setdefault(bucket, set()).add(got.entry)
+            self._bucket_of[got.entry] = bucket
             return None
 
         def _failed(self, value: Row, exc: Exception) -> tuple[Any, ...]:
@@ -206,6 +209,7 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
             histories = {k: v for k, v in self._sessions.items()}
             held = self._entries.setdefault(bucket, set())
             held.update(p.entry for p in pendings)
+            self._bucket_of.update((p.entry, bucket) for p in pendings)
             for p, row in self._service.resume(pendings, histories):
                 self._pending.remove(p.entry)
                 held.discard(p.entry)
@@ -230,24 +234,36 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
             if bucket not in self._seen:
                 yield from self._restore(bucket)
             held = self._entries.get(bucket, set())
-            for outcome in self._service.finished(list(held)):
+            for outcome in self._ready(bucket):
                 yield Row(*self._emit(outcome, held))
             if timestamp >= _END_OF_INPUT:
-                yield from self._drain(held)
+                yield from self._drain(bucket, held)
             self._report(int(time.time() * 1000))
             self._arm(ctx, bucket)
 
-        def _drain(self, held: set[str]) -> Iterator[Row]:
+        def _ready(self, bucket: str) -> list[Outcome]:
+            """This bucket's finished prompts; others' wait for their own bucket's timer.
+
+            One pass over what finished, not over what is held: a backlog of 100,000
+            prompts costs nothing per timer.
+            """
+            for outcome in self._service.finished():
+                owner = self._bucket_of.get(outcome.pending.entry, bucket)
+                self._stash.setdefault(owner, []).append(outcome)
+            return self._stash.pop(bucket, [])
+
+        def _drain(self, bucket: str, held: set[str]) -> Iterator[Row]:
             """End of a bounded input: wait for and emit every prompt this bucket holds."""
             while held:
                 time.sleep(self._poll_ms / 1000)
-                for outcome in self._service.finished(list(held)):
+                for outcome in self._ready(bucket):
                     yield Row(*self._emit(outcome, held))
 
         def _emit(self, outcome: Outcome, held: set[str]) -> tuple[Any, ...]:
             entry = outcome.pending.entry
             self._pending.remove(entry)
             held.discard(entry)
+            self._bucket_of.pop(entry, None)
             if outcome.history is not None and outcome.pending.session is not None:
                 self._sessions.put(outcome.pending.session, list(outcome.history))
             return outcome.row
