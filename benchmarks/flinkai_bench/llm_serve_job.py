@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from flinkai_bench.llm_serve import Item, Record, Row
+from flinkai_bench.llm_serve_rows import Item, Record, Row
 
 REPO = Path(__file__).resolve().parents[2]
 

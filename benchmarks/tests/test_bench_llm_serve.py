@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 
-from flinkai_bench.llm_serve import RateRun, Record, _judge, arrivals, summarize
+from flinkai_bench.llm_serve import summarize
+from flinkai_bench.llm_serve_rows import RateRun, Record, arrivals, judge
 
 
 def test_poisson_arrivals_have_the_asked_rate() -> None:
@@ -16,10 +17,10 @@ def test_poisson_arrivals_have_the_asked_rate() -> None:
 def test_a_row_that_falls_behind_does_not_keep_up() -> None:
     arrived = [i * 0.1 for i in range(600)]  # 10/s for 60 s
     on_time = [a + 0.5 for a in arrived]
-    assert _judge(600, on_time, arrived, 60.0) == (True, 5)
+    assert judge(600, on_time, arrived, 60.0) == (True, 5)
     # Completions at 5/s: the backlog grows to about half the arrivals.
     late = [i * 0.2 for i in range(600)]
-    ok, backlog = _judge(600, late, arrived, 60.0)
+    ok, backlog = judge(600, late, arrived, 60.0)
     assert not ok and backlog > 250
 
 
