@@ -12,9 +12,11 @@ Poisson. Three rows run the same prompt pool:
   token deltas on a topic (their producer timestamps give TTFT and ITL).
 
 Each row is swept over arrival rates around its own saturation throughput (a
-closed burst measured first). A rate *keeps up* when, over a run of ``--seconds``,
-the backlog at the end is at most ``max(4, 10%)`` of the arrivals and the second half
-completed at least 90% of its arrivals; the **max rate** is the highest that keeps up.
+closed burst measured first), on up until a rate fails. A rate *keeps up* when the
+queue does not grow over the ``--seconds`` run: the requests in the system, counted
+each second, hold steady from the window's second quarter to its last
+(:func:`~flinkai_bench.llm_serve_rows.judge`); the **max rate** is the highest that
+keeps up.
 
 Then **bursts** of 64, 256 and 1,024 prompts go to the job at once, with its default
 checkpoint settings: drain time, tokens/s, the longest checkpoint during the burst

@@ -142,11 +142,25 @@ def make_pool(model: Any, n: int, seed: int) -> list[Item]:
 def judge(
     sent: int, done_at: list[float], arrived: list[float], seconds: float
 ) -> tuple[bool, int]:
-    backlog = sum(1 for a in arrived if a < seconds) - sum(1 for d in done_at if d < seconds)
-    half_arrived = sum(1 for a in arrived if seconds / 2 <= a < seconds)
-    half_done = sum(1 for d in done_at if seconds / 2 <= d < seconds)
-    ok = backlog <= max(4, 0.1 * sent) and half_done >= 0.9 * half_arrived
-    return ok, backlog
+    """Whether the queue did not grow over the window, and the backlog at its end.
+
+    The requests in the system, arrived and not done, are counted each second. A
+    row that keeps up holds that count steady (about rate x latency, Little's law);
+    one that falls behind grows it by the shortfall every second. So: the mean count
+    over the window's last quarter may exceed that over its second quarter by at most
+    half, plus 3 requests of Poisson noise.
+    """
+
+    def in_system(t: float) -> int:
+        return sum(1 for a in arrived if a <= t) - sum(1 for d in done_at if d <= t)
+
+    def mean(lo: float, hi: float) -> float:
+        ts = [lo + k for k in range(int(hi - lo))] or [lo]
+        return sum(in_system(t) for t in ts) / len(ts)
+
+    backlog = in_system(seconds - 1e-9)
+    early, late = mean(seconds / 4, seconds / 2), mean(3 * seconds / 4, seconds)
+    return late <= 1.5 * early + 3, backlog
 
 
 # -- rows --------------------------------------------------------------------------

@@ -16,9 +16,9 @@ def test_poisson_arrivals_have_the_asked_rate() -> None:
 
 def test_a_row_that_falls_behind_does_not_keep_up() -> None:
     arrived = [i * 0.1 for i in range(600)]  # 10/s for 60 s
-    on_time = [a + 0.5 for a in arrived]
+    on_time = [a + 0.5 for a in arrived]  # about 5 in the system at any time
     assert judge(600, on_time, arrived, 60.0) == (True, 5)
-    # Completions at 5/s: the backlog grows to about half the arrivals.
+    # Completions at 5/s: the queue grows by 5 every second.
     late = [i * 0.2 for i in range(600)]
     ok, backlog = judge(600, late, arrived, 60.0)
     assert not ok and backlog > 250
