@@ -282,6 +282,8 @@ class Raw(Row):
                     r.first = now
                 r.token_times.append(now)
                 r.tokens = (*r.tokens, *(int(t) for t in d["token_ids"]))
+                if d.get("finished"):
+                    r.done = now  # when it was produced, not when drain() collected it
 
     def submit(self, key: str, item: Item, record: Record) -> None:
         from flinkai.functions.llm_service import Pending
@@ -295,10 +297,9 @@ class Raw(Row):
 
     def drain(self, records: dict[str, Record], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        while any(r.done is None for r in records.values()) and time.monotonic() < deadline:
+        while any(r.text is None for r in records.values()) and time.monotonic() < deadline:
             for o in self.service.finished():
                 r = self.records[o.row[0]]
-                r.done = time.monotonic()
                 r.text = o.row[1]
                 r.admitted = r.arrived + (o.row[6] or 0) / 1000
             time.sleep(0.01)
