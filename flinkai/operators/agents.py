@@ -68,6 +68,7 @@ from flinkai.agents.window import SpendWindow
 from flinkai.errors import ConfigError
 from flinkai.functions.events import payload_base64
 from flinkai.functions.guard import ErrorPolicy, RowGuard, internal_error_detail
+from flinkai.operators.keyed import resolve_options
 
 if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment, Table
@@ -114,16 +115,10 @@ def parse_options(options: Mapping[str, str]) -> DecideOptions:
         ConfigError: A required option is missing, an option is unknown, or ``runtime``
             is not one of :data:`~flinkai.agents.graph.RUNTIMES`.
     """
-    missing = [k for k in _REQUIRED if not options.get(k)]
-    if missing:
-        raise ConfigError(f"missing option(s) {missing}; required: {list(_REQUIRED)}")
-    unknown = [k for k in options if k not in (*_REQUIRED, *_OPTIONAL)]
-    if unknown:
-        raise ConfigError(f"unknown option(s) {unknown}; expected {[*_REQUIRED, *_OPTIONAL]}")
-    runtime = options.get("runtime") or "plan"
+    given = resolve_options(options, _REQUIRED, _OPTIONAL)
+    runtime = given.pop("runtime") or "plan"
     if runtime not in RUNTIMES:
         raise ConfigError(f"option 'runtime' is {runtime!r}; expected one of {list(RUNTIMES)}")
-    given = {k: (options.get(k) or None) for k in (*_REQUIRED, *_OPTIONAL) if k != "runtime"}
     return DecideOptions(**given, runtime=runtime)  # type: ignore[arg-type]
 
 
@@ -326,38 +321,9 @@ def keyed_decisions(
     Raises:
         ConfigError: Missing columns.
     """
-    from pyflink.common import Types
-    from pyflink.datastream.data_stream import KeyedStream
-    from pyflink.java_gateway import get_gateway
-    from pyflink.table.expressions import col, null_of, row
-    from pyflink.table.types import DataTypes, VarCharType
+    from flinkai.operators.keyed import keyed_records
 
-    schema = table.get_resolved_schema()
-    columns = schema.get_column_names()
-    wanted = [c for c in (opts.key, opts.payload, opts.partition, opts.offset) if c]
-    absent = [c for c in wanted if c not in columns]
-    if absent:
-        raise ConfigError(f"column(s) {absent} not in the input; it has {columns}")
-    int_, bigint = DataTypes.INT(), DataTypes.BIGINT()
-    partition = col(opts.partition).cast(int_) if opts.partition else null_of(int_)
-    offset = col(opts.offset).cast(bigint) if opts.offset else null_of(bigint)
-    key = col(opts.key).cast(DataTypes.STRING())
-    # BYTES (raw) or STRING (base64); process_transaction takes either.
-    is_text = isinstance(schema.get_column_data_types()[columns.index(opts.payload)], VarCharType)
-    payload = col(opts.payload).cast(DataTypes.STRING() if is_text else DataTypes.BYTES())
-    value_type = Types.ROW([Types.STRING(),
-                            Types.STRING() if is_text else Types.PRIMITIVE_ARRAY(Types.BYTE()),
-                            Types.INT(), Types.LONG()])  # fmt: skip
-    shaped = table.select(key, row(key, payload, partition, offset))
-    rows = t_env.to_append_stream(shaped, Types.ROW([Types.STRING(), value_type]))
-    keyed = KeyedStream(
-        rows._j_data_stream.keyBy(
-            get_gateway().jvm.KeyByKeySelector(),
-            Types.ROW([Types.STRING()]).get_java_type_info(),
-        ),
-        value_type,
-        rows,
-    )
+    keyed = keyed_records(t_env, table, opts.key, opts.payload, opts.partition, opts.offset)
     out = keyed.process(function, output_type=decision_type_info())
     return t_env.from_data_stream(out.name("flinkai-risk-decide"))
 

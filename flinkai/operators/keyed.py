@@ -10,6 +10,7 @@ both).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from flinkai.errors import ConfigError
@@ -17,7 +18,24 @@ from flinkai.errors import ConfigError
 if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment, Table
 
-__all__ = ["keyed_records"]
+__all__ = ["keyed_records", "resolve_options"]
+
+
+def resolve_options(
+    options: Mapping[str, str], required: Sequence[str], optional: Sequence[str]
+) -> dict[str, str | None]:
+    """An operator statement's options by name (None where not given, or empty).
+
+    Raises:
+        ConfigError: A required option is missing or an option is unknown.
+    """
+    missing = [k for k in required if not options.get(k)]
+    if missing:
+        raise ConfigError(f"missing option(s) {missing}; required: {list(required)}")
+    unknown = [k for k in options if k not in (*required, *optional)]
+    if unknown:
+        raise ConfigError(f"unknown option(s) {unknown}; expected {[*required, *optional]}")
+    return {k: options.get(k) or None for k in (*required, *optional)}
 
 
 def keyed_records(

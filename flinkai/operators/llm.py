@@ -35,9 +35,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from flinkai.errors import ConfigError
 from flinkai.functions.guard import ErrorPolicy, RowGuard, internal_error_detail
 from flinkai.functions.llm_service import OUTPUT_FIELDS, CompletionService, Outcome, Pending
+from flinkai.operators.keyed import resolve_options
 
 if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment, Table
@@ -70,13 +70,7 @@ def parse_options(options: Mapping[str, str]) -> CompleteOptions:
     Raises:
         ConfigError: A required option is missing or an option is unknown.
     """
-    missing = [k for k in _REQUIRED if not options.get(k)]
-    if missing:
-        raise ConfigError(f"missing option(s) {missing}; required: {list(_REQUIRED)}")
-    unknown = [k for k in options if k not in (*_REQUIRED, *_OPTIONAL)]
-    if unknown:
-        raise ConfigError(f"unknown option(s) {unknown}; expected {[*_REQUIRED, *_OPTIONAL]}")
-    return CompleteOptions(**{k: options.get(k) or None for k in (*_REQUIRED, *_OPTIONAL)})  # type: ignore[arg-type]
+    return CompleteOptions(**resolve_options(options, _REQUIRED, _OPTIONAL))  # type: ignore[arg-type]
 
 
 def complete(t_env: StreamTableEnvironment, table: Table, options: Mapping[str, str]) -> Table:
