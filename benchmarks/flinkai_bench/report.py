@@ -97,8 +97,12 @@ def select_rows(data: Any, spec: TableSpec) -> list[tuple[str, Mapping[str, Any]
         raise ReportError(f"{spec.rows!r} in {spec.source} is neither a list nor an object")
     # a plain value (``{"raw": 1.3, ...}``) becomes a row with one field, ``value``
     rows = [(k, v if isinstance(v, Mapping) else {VALUE: v}) for k, v in items]
-    rows = [(k, v) for k, v in rows if all(str(v.get(f)) == w for f, w in spec.where)]
-    return [(k, v) for k, v in rows if not any(str(v.get(f)) == x for f, x in spec.exclude)]
+
+    def field(key: str, row: Mapping[str, Any], name: str) -> str:
+        return key if name == ROW_KEY else str(row.get(name))
+
+    rows = [(k, v) for k, v in rows if all(field(k, v, f) == w for f, w in spec.where)]
+    return [(k, v) for k, v in rows if not any(field(k, v, f) == x for f, x in spec.exclude)]
 
 
 def _cell(value: Any, fmt: str, missing: str) -> str:

@@ -47,7 +47,8 @@ class TableSpec:
             the field :data:`VALUE`). A part ``field=value`` picks
             the first list element whose field equals value; a number indexes a list.
         columns: The columns, in order.
-        where: Keep only rows whose field (first item) equals the value (second).
+        where: Keep only rows whose field (first item) equals the value (second);
+            the field :data:`ROW_KEY` is the row's key.
         exclude: Drop rows whose field (first item) equals the value (second).
         labels: Display names for row keys (:data:`ROW_KEY`), as (key, name) pairs.
         note: One sentence after the link (what the run was); optional.

@@ -183,3 +183,15 @@ def test_readme_is_a_map_of_at_most_400_lines() -> None:
 
 def test_results_hold_no_python() -> None:
     assert sorted(RESULTS.rglob("*.py")) == []
+
+
+def test_exclude_can_drop_rows_by_key() -> None:
+    from flinkai_bench.report_spec import ROW_KEY, VALUE, TableSpec, col
+
+    spec = TableSpec(
+        source="x.json",
+        rows="summary",
+        columns=(col("key", ROW_KEY), col("value", VALUE, "d")),
+        exclude=((ROW_KEY, "b"),),
+    )
+    assert render_table(spec, {"summary": {"a": 1, "b": 2}}).splitlines()[2:] == ["| a | 1 |"]
