@@ -142,7 +142,7 @@ def _handle(args: argparse.Namespace) -> int:
     with RssSampler() as rss:
         rows_runs: dict[str, list[RateRun]] = {}
         for name in args.rows.split(","):
-            if name == "job":
+            if name not in ("per-row", "raw"):
                 continue
             row: Any = PerRow(config, model) if name == "per-row" else Raw(config, model)
             cap = _capacity(row, pool, args.capacity_burst if name == "raw" else 12)

@@ -48,7 +48,9 @@ class JobRow(Row):
             kafka={"bootstrap_servers": bootstrap},
             runtime={"flink_conf": {**config.runtime.flink_conf, "rest.port": str(port),
                                     "rest.address": "127.0.0.1",
-                                    "rest.bind-address": "127.0.0.1"}},
+                                    "rest.bind-address": "127.0.0.1",
+                                    # every checkpoint of a 10-minute burst, not the last 10
+                                    "web.checkpoints.history": "10000"}},
         )  # fmt: skip
         self.api = FlinkRest(f"127.0.0.1:{port}")
         self.new_tokens = int(config.llm.max_new_tokens)
@@ -243,10 +245,13 @@ def bursts(
     return out
 
 
-def _memory_run(conn: Any, config: Any, texts: list[list[str]], bootstrap: str) -> None:
+def _memory_run(conn: Any, encoded: str, texts: list[list[str]], bootstrap: str) -> None:
     """One memory variant in a fresh process (its RSS is its own)."""
     from flinkai.functions.llm import build_store, load_prompt_model
     from flinkai.functions.llm_service import CompletionService, Pending
+    from flinkai.runtime.environment import decode_config
+
+    config = decode_config(encoded)  # a Config holds mappingproxies, which do not pickle
     from flinkai_bench.shared.rss import RssSampler
 
     model = load_prompt_model(config)
@@ -299,7 +304,9 @@ def memory_workload(bootstrap: str, config: Any, model: Any, pool: Sequence[Item
 
     def run(cfg: Any) -> dict[str, Any]:
         parent, child = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_memory_run, args=(child, cfg, texts, bootstrap))
+        from flinkai.runtime.environment import encode_config
+
+        proc = ctx.Process(target=_memory_run, args=(child, encode_config(cfg), texts, bootstrap))
         proc.start()
         result = parent.recv()
         proc.join(60)

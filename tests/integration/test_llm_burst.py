@@ -122,11 +122,14 @@ def expected(config: Config, texts: dict[str, str]) -> tuple[dict[str, str], flo
 def test_a_burst_slows_the_job_and_checkpoints_keep_completing(kafka_broker: LocalKafka) -> None:
     tiny = tiny_decoder_dir()
     base, api = with_rest()
+    # Keep every checkpoint of the burst in the REST history (Flink keeps the last 10).
+    flink_conf = {**base.runtime.flink_conf, "web.checkpoints.history": "1000"}
     config = llm_config(
         base,
         tiny,
         checkpoint_interval_ms=CHECKPOINT_INTERVAL_MS,
         checkpoint_timeout_ms=CHECKPOINT_TIMEOUT_MS,
+        flink_conf=flink_conf,
     )
     want, serial_s = expected(config, prompts(BURST))
     texts = {k: v for k, v in prompts(BURST).items() if k in want}
