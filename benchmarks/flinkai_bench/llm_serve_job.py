@@ -279,6 +279,8 @@ def _memory_run(conn: Any, encoded: str, texts: list[list[str]], bootstrap: str)
             time.sleep(0.01)
     seconds = time.monotonic() - started
     stats = service.scheduler.stats
+    prefix = service.scheduler.prefix
+    prefix_hits = prefix.stats.hits if prefix is not None else 0
     service.close()
     conn.send({
         "seconds": round(seconds, 2),
@@ -289,7 +291,7 @@ def _memory_run(conn: Any, encoded: str, texts: list[list[str]], bootstrap: str)
         "base_rss_mb": round(base_rss.peak_bytes / 2**20, 1),
         "preemptions": stats.preemptions,
         "session_offloads": stats.session_offloads,
-        "prefix_hits": 0,
+        "prefix_hits": prefix_hits,
     })  # fmt: skip
     conn.close()
 
