@@ -16,47 +16,32 @@ import base64
 import csv
 import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from flinkai.agents.data import (
-    CREDIT_FEATURES,
-    FRAUD_FEATURES,
     Table,
-    default_credit_file,
-    default_fraud_file,
     load_accounts,
-    read_table,
     transaction_events,
 )
 from flinkai.agents.graph import RiskGraph
 from flinkai.agents.models import RiskModels
-from flinkai.agents.train import TrainOptions
 from flinkai.operators.agents import DECISION_FIELDS, process_bundle, process_transaction
 
 N_ACCOUNTS = 300
-SMALL = TrainOptions(n_estimators=30)
 
 
 @pytest.fixture(scope="module")
-def data() -> tuple[Table, Table]:
-    import lightgbm  # noqa: F401  (CI has it: missing, the test fails)
-
-    assert default_fraud_file().is_file(), f"risk data not found at {default_fraud_file()}"
-    fraud = read_table(default_fraud_file(), (*FRAUD_FEATURES, "Time", "Class"))
-    clients = read_table(default_credit_file(), ("ID", *CREDIT_FEATURES))
-    return fraud, clients
+def data(risk_data: tuple[Table, Table]) -> tuple[Table, Table]:
+    return risk_data
 
 
 @pytest.fixture(scope="module")
-def graph(tmp_path_factory: pytest.TempPathFactory, data: tuple[Table, Table]) -> RiskGraph:
-    from flinkai.agents.train import train_risk_models
-
-    out = tmp_path_factory.mktemp("risk-models")
-    train_risk_models(out, options=SMALL)
-    return RiskGraph.from_models(RiskModels(out))
+def graph(small_risk_models: Path) -> RiskGraph:
+    return RiskGraph.from_models(RiskModels(small_risk_models))
 
 
 @pytest.fixture(scope="module")

@@ -18,13 +18,8 @@ import numpy as np
 import pytest
 
 from flinkai.agents.data import (
-    CREDIT_FEATURES,
-    FRAUD_FEATURES,
     Table,
-    default_credit_file,
-    default_fraud_file,
     load_accounts,
-    read_table,
     transaction_events,
 )
 from flinkai.agents.graph import RiskGraph
@@ -34,27 +29,17 @@ from flinkai.operators.agents import DECISION_FIELDS, process_transaction
 
 N_ACCOUNTS = 4
 N_EVENTS = 240
-SMALL = TrainOptions(n_estimators=30)
+SMALL = TrainOptions(n_estimators=30)  # as conftest.SMALL_RISK, which trained model_dir
 
 
 @pytest.fixture(scope="module")
-def data() -> tuple[Table, Table]:
-    import lightgbm  # noqa: F401  (CI has it: missing, the test fails, never skips)
-
-    # CI has the shared risk data beside the checkout: its absence fails, never skips.
-    assert default_fraud_file().is_file(), f"risk data not found at {default_fraud_file()}"
-    fraud = read_table(default_fraud_file(), (*FRAUD_FEATURES, "Time", "Class"))
-    clients = read_table(default_credit_file(), ("ID", *CREDIT_FEATURES))
-    return fraud, clients
+def data(risk_data: tuple[Table, Table]) -> tuple[Table, Table]:
+    return risk_data
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory, data: tuple[Table, Table]) -> Path:
-    from flinkai.agents.train import train_risk_models
-
-    out = tmp_path_factory.mktemp("risk-models")
-    train_risk_models(out, options=SMALL)
-    return out
+def model_dir(small_risk_models: Path) -> Path:
+    return small_risk_models
 
 
 @pytest.fixture(scope="module")
