@@ -16,14 +16,23 @@ from flinkai_bench.autoscaling.chart import (
     render,
 )
 from flinkai_bench.autoscaling.errors import ChartError
-from flinkai_bench.autoscaling.hpa import HpaDecider, desired_replicas
+from flinkai_bench.autoscaling.hpa import (
+    HorizontalPodAutoscaler,
+    HpaDecider,
+    MetricReading,
+    MetricTarget,
+    desired_replicas,
+)
 
 __all__ = [
     "AdapterRule",
     "ChartAutoscaling",
     "ChartError",
+    "HorizontalPodAutoscaler",
     "HpaDecider",
     "HpaMetric",
+    "MetricReading",
+    "MetricTarget",
     "default_chart",
     "desired_replicas",
     "helm_command",

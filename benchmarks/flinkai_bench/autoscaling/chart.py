@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from flinkai_bench.autoscaling.errors import ChartError
+from flinkai_bench.autoscaling.hpa import MetricTarget
 
 __all__ = [
     "AdapterRule",
@@ -149,6 +150,10 @@ class ChartAutoscaling:
     min_replicas: int
     max_replicas: int
     rendered_by: str
+
+    def targets(self) -> list[MetricTarget]:
+        """Every HPA metric as :class:`~flinkai_bench.autoscaling.hpa.HorizontalPodAutoscaler` takes it."""
+        return [MetricTarget(m.name, m.type, m.target) for m in self.metrics.values()]
 
     def rule(self, metric: str) -> AdapterRule:
         """The rule that serves ``metric`` to the HPA.
