@@ -78,7 +78,6 @@ def test_chart_renders_valid_objects(values: Path | None) -> None:
             ["--set", "taskmanager.terminationGracePeriodSeconds=soon"],
             "/spec/template/spec/terminationGracePeriodSeconds",
         ),
-        (["--set-string", "autoscaling.minReplicas=one"], "/spec/minReplicas"),
         # A Prometheus duration the CRD's pattern refuses (prometheus-operator's schema).
         (
             [
@@ -90,7 +89,7 @@ def test_chart_renders_valid_objects(values: Path | None) -> None:
             "/spec/podMetricsEndpoints/0/interval",
         ),
     ],
-    ids=["core-type", "hpa-type", "crd-pattern"],
+    ids=["core-type", "crd-pattern"],
 )
 def test_invalid_values_render_objects_the_validator_rejects(
     helm_args: list[str], expected: str
@@ -189,3 +188,69 @@ def test_no_gpu_metric_when_taskmanagers_have_no_gpu() -> None:
     assert metrics.BACKLOG_DEPTH in names
     tm = objects["Deployment/flinkai-taskmanager"]["spec"]["template"]["spec"]["containers"][0]
     assert tm["args"] == ["taskmanager"] and "command" not in tm
+
+
+# -- values out of range fail helm template, naming the value -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("helm_args", "expected"),
+    [
+        (["--set", "autoscaling.minReplicas=0"], "at '/autoscaling/minReplicas': minimum"),
+        # values.schema.json refuses a wrong type before anything renders.
+        (
+            ["--set-string", "autoscaling.minReplicas=one"],
+            "at '/autoscaling/minReplicas': got string, want integer",
+        ),
+        (
+            ["--set-string", "autoscaling.backlog.averageValuePerReplica=0"],
+            "at '/autoscaling/backlog/averageValuePerReplica'",
+        ),
+        (
+            ["--set-string", "autoscaling.embeddedRows.averageValue=-5"],
+            "at '/autoscaling/embeddedRows/averageValue'",
+        ),
+        (
+            ["--set", "autoscaling.behavior.scaleDown.stabilizationWindowSeconds=4000"],
+            "at '/autoscaling/behavior/scaleDown/stabilizationWindowSeconds': maximum",
+        ),
+        (
+            ["--set", "autoscaling.behavior.scaleUp.policies[0].periodSeconds=0"],
+            "at '/autoscaling/behavior/scaleUp/policies/0/periodSeconds': minimum",
+        ),
+        (["--set-string", "flink.rescale.cooldown=30 s"], "at '/flink/rescale/cooldown'"),
+        (
+            ["--set", "flink.resourceStabilizationTimeout=20s"],
+            "flink.resourceStabilizationTimeout is gone",
+        ),
+    ],
+    ids=[
+        "min-replicas-0",
+        "hpa-type",
+        "backlog-target-0",
+        "rows-target-negative",
+        "down-window-too-long",
+        "policy-period-0",
+        "duration-with-space",
+        "deprecated-key",
+    ],
+)
+def test_out_of_range_values_fail_helm_template(helm_args: list[str], expected: str) -> None:
+    result = _run(*_HELM_TEMPLATE, *helm_args)
+    assert result.returncode != 0, result.stdout[:500]
+    assert expected in result.stderr, result.stderr
+
+
+def test_flink_rescale_keys_are_flink_2_executing_phase() -> None:
+    conf = _objects(_render())["ConfigMap/flinkai-flink"]["data"]["flink-properties"]
+    lines = dict(line.strip().split(": ", 1) for line in conf.strip().splitlines())
+    assert lines["jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout"] == "60s"
+    assert lines["jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling"] == "30s"
+    assert lines["jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout"] == "10s"
+    # The deprecated alias (of the submission timeout) is not set under its old name.
+    assert "jobmanager.adaptive-scheduler.resource-stabilization-timeout" not in lines
+    # The values a CPU-only machine renders with, as the scaling bench states them.
+    cpu = _objects(_render("--set", "taskmanager.gpu.enabled=false"))
+    hpa = cpu["HorizontalPodAutoscaler/flinkai-taskmanager"]
+    names = [m[m["type"].lower()]["metric"]["name"] for m in hpa["spec"]["metrics"]]
+    assert names == [metrics.BACKLOG_DEPTH, "flinkai_embedded_rows_per_second"]

@@ -67,6 +67,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* Checks that turn a bad combination of values into an install-time error. */}}
 {{- define "flinkai.validate" -}}
+{{- if hasKey .Values.flink "resourceStabilizationTimeout" -}}
+{{- fail "flink.resourceStabilizationTimeout is gone: in Flink 2.2 its key is the submission-phase timeout, not the rescale one; set flink.rescale.stabilizationTimeout, flink.rescale.cooldown and flink.rescale.submissionStabilizationTimeout" -}}
+{{- end -}}
 {{- if .Values.autoscaling.enabled -}}
 {{- $slots := int .Values.taskmanager.numberOfTaskSlots -}}
 {{- $max := int .Values.autoscaling.maxReplicas -}}
