@@ -83,6 +83,7 @@ class OnnxDecoder:
                 f"{artifacts.decoder_path}: graph inputs/outputs differ from the manifest"
             )
         self._past_names = got_in[3:]
+        self._output_names = got_out
         self._dtype = np.dtype(self.shape.dtype)
 
     @classmethod
@@ -149,18 +150,26 @@ class OnnxDecoder:
         return logits, cache
 
     def forward_batch(
-        self, inputs: StepInputs, past: Sequence[np.ndarray]
-    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        self, inputs: StepInputs, past: Sequence[np.ndarray], present: Sequence[np.ndarray]
+    ) -> np.ndarray:
         """One step for a batch of rows (:class:`~flinkai.llm.batch.KvBatch` builds the inputs).
 
+        The present KV is written into ``present`` (contiguous, K then V per layer,
+        one column wider than ``past``) through I/O binding, so the batch owns and
+        reuses that memory.
+
         Returns:
-            Logits ``[rows, vocab]`` and the present KV tensors (K then V per layer).
+            Logits ``[rows, vocab]``.
         """
-        feed: dict[str, np.ndarray] = {
-            "input_ids": inputs.input_ids,
-            "attention_mask": inputs.attention_mask,
-            "position_ids": inputs.position_ids,
-        }
-        feed.update(zip(self._past_names, past, strict=True))
-        outputs = self._session.run(None, feed)
-        return np.asarray(outputs[0]), list(outputs[1:])
+        io = self._session.io_binding()
+        io.bind_cpu_input("input_ids", inputs.input_ids)
+        io.bind_cpu_input("attention_mask", inputs.attention_mask)
+        io.bind_cpu_input("position_ids", inputs.position_ids)
+        for name, arr in zip(self._past_names, past, strict=True):
+            io.bind_cpu_input(name, arr)
+        io.bind_output(self._output_names[0], "cpu")
+        for name, arr in zip(self._output_names[1:], present, strict=True):
+            io.bind_output(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
+        self._session.run_with_iobinding(io)
+        # Only the logits are copied out; the present tensors are already in place.
+        return np.asarray(io.get_outputs()[0].numpy())

@@ -280,6 +280,7 @@ class Scheduler:
         self._prefill: list[_Seq] = []
         self._running: dict[str, _Seq] = {}
         self._leaving: list[str] = []
+        self._trim = False  # the next batch change drops all spare padding (KV budget)
         self._joining: list[_Seq] = []
         self._first_deltas: list[TokenDelta] = []
         self._sessions: dict[str, tuple[tuple[int, ...], KvCache]] = {}
@@ -404,7 +405,10 @@ class Scheduler:
         joined = [s.req.key for s in self._joining]
         left = list(self._leaving)
         self._make_room()
-        self._batch.change(self._leaving, [(s.req.key, self._take_cache(s)) for s in self._joining])
+        self._batch.change(
+            self._leaving, [(s.req.key, self._take_cache(s)) for s in self._joining], self._trim
+        )
+        self._trim = False
         for s in self._joining:
             self._running[s.req.key] = s
         self._leaving, self._joining = [], []
@@ -616,20 +620,24 @@ class Scheduler:
         if not budget:
             return
 
-        def need() -> int:
+        def need(trim: bool = False) -> int:
             staying = [k for k in self._batch.keys if k not in set(self._leaving)]
             rows = len(staying) + len(self._joining)
-            width = max(
-                [self._batch.length(k) for k in staying] + [len(s.context) for s in self._joining]
-                or [0]
+            width = self._batch.width_after(
+                [self._batch.length(k) for k in staying] + [len(s.context) for s in self._joining],
+                trim,
             )
             prefill = sum(s.cache.nbytes for s in self._prefill if s.cache is not None)
             return self._batch.nbytes_if(rows, width + 1) + prefill + self._session_bytes()
 
-        if need() > budget:
+        if need() > budget and need(trim=True) <= budget:
+            self._trim = True  # dropping the spare padding is enough
+            return
+        if need(trim=True) > budget:
             self._offload_sessions()
-        while need() > budget and len(self._running) + len(self._joining) > 1:
+        while need(trim=True) > budget and len(self._running) + len(self._joining) > 1:
             self._preempt(self._victim())
+        self._trim = need() > budget
 
     def _victim(self) -> _Seq:
         candidates = [*self._running.values(), *self._joining]

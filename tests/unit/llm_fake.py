@@ -105,6 +105,13 @@ class AttentionDecoder:
         logits, present = self._run(ids, mask, positions, [past.keys[0], past.values[0]])
         return logits[0], KvCache((present[0],), (present[1],))
 
-    def forward_batch(self, inputs: Any, past: Sequence[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+    def forward_batch(
+        self, inputs: Any, past: Sequence[np.ndarray], present: Sequence[np.ndarray]
+    ) -> np.ndarray:
         self.steps.append(int(inputs.input_ids.shape[0]))
-        return self._run(inputs.input_ids, inputs.attention_mask, inputs.position_ids, list(past))
+        logits, out = self._run(
+            inputs.input_ids, inputs.attention_mask, inputs.position_ids, list(past)
+        )
+        for dst, src in zip(present, out, strict=True):
+            np.copyto(dst, src)
+        return logits

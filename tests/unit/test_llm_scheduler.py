@@ -93,6 +93,29 @@ def test_a_wrong_padding_mask_is_caught() -> None:
     assert got != want
 
 
+def test_joins_and_leaves_touch_one_row_and_spare_padding_is_trimmed() -> None:
+    """A leave moves the last row into the gap and a join writes only its own row; the
+    batch is copied whole only to widen or to drop padding that no row needs."""
+    decoder = AttentionDecoder(4)
+    rng = random.Random(4)
+    prompts = {f"r{i}": [rng.randrange(97) for _ in range(n)] for i, n in enumerate((40, 6, 7, 8))}
+    caches = {k: decoder.forward(p)[1] for k, p in prompts.items()}
+    batch = KvBatch(decoder.shape)
+    batch.change([], [("r0", caches["r0"])])
+    assert (batch.rebuilds, batch.width) == (1, 40)
+    batch.change([], [(k, caches[k]) for k in ("r1", "r2", "r3")])
+    assert batch.rebuilds == 1, "a join narrower than the batch copied the batch"
+    batch.change(["r1"], [])
+    assert batch.rebuilds == 1 and batch.keys == ["r0", "r3", "r2"]
+    for k in batch.keys:  # every row still holds its own KV, unpadded
+        got = batch.extract(k)
+        assert np.array_equal(got.keys[0], caches[k].keys[0])
+        assert np.array_equal(got.values[0], caches[k].values[0])
+    batch.change(["r0"], [])  # 32 of 40 columns are now padding in every row
+    assert (batch.rebuilds, batch.width) == (2, 8)
+    assert np.array_equal(batch.extract("r2").keys[0], caches["r2"].keys[0])
+
+
 def test_a_long_prompt_is_prefilled_in_chunks_within_the_step_budget() -> None:
     decoder = AttentionDecoder(1)
     scheduler = Scheduler(
