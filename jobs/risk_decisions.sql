@@ -1,6 +1,10 @@
 -- risk_decisions: card transactions from Kafka -> a LangGraph decision graph per event
 -- (fraud -> credit -> limit -> decide; ONNX models; per-account 24 h spend in keyed
 -- state, checkpointed as plain data) -> decisions on Kafka, exactly-once.
+-- Transactions are keyed by a bucket of their account (RISK_BUCKETS buckets) and wait
+-- in the bucket's state for a few ms (RISK_FLUSH_MS); then the bucket's rows are decided
+-- together: one ONNX call per model, each account's state read and written once, each
+-- account's rows in arrival order (flinkai.operators.agents).
 -- Transactions that cannot be parsed (not JSON, a missing or unknown field, NaN or
 -- Infinity) go to a dead-letter topic with the reason and their source offset; they
 -- never stop the job. An account missing from the account table is a decision with
@@ -14,7 +18,9 @@
 --   SCAN_BOUNDED_MODE (unbounded | latest-offset: stop at the offsets seen at start),
 --   RISK_MODELS (default: $FLINKAI_HOME/models/risk), RISK_ACCOUNTS (default: the
 --   shared credit_default.csv), DELIVERY_GUARANTEE (default exactly-once),
---   TRANSACTIONAL_ID_PREFIX (built in: per job).
+--   TRANSACTIONAL_ID_PREFIX (built in: per job),
+--   RISK_BUCKETS (default 2: keys, each with one timer and one batch; at least the
+--   parallelism), RISK_FLUSH_MS (default 5: how long a transaction waits for others).
 -- Build the models first: flinkai model train-risk.
 
 SET 'pipeline.name' = 'flinkai-risk-decisions';
@@ -26,13 +32,11 @@ SET 'python.fn-execution.bundle.time' = '5';
 -- keyBy before the operator is a network exchange, and each exchange would add up
 -- to the timeout to a decision's latency.
 SET 'execution.buffer-timeout.interval' = '5 ms';
--- Keep up to 10,000 accounts' state in the Python worker (PyFlink's default: 1,000). A
--- read that misses this cache waits for a round trip to the JVM; with accounts that
--- repeat (Zipf-like), 1,000 entries evict accounts that come back. Every bundle's
--- commit walks the whole cache, so it is not made larger than the working set needs.
--- Measured beside the default on a loaded 2-core machine, within noise either way
--- (docs/agents.md#benchmark; `flinkai bench agents --legs job,job-cache1000`).
-SET 'python.state.cache-size' = '10000';
+-- Keep up to 10,000 accounts' spend per bucket in the Python worker's read cache
+-- (PyFlink's default: 1,000 map entries per key). A read that misses it waits for a
+-- round trip to the JVM; with accounts that repeat (Zipf-like), 1,000 entries evict
+-- accounts that come back.
+SET 'python.map-state.read-cache-size' = '10000';
 
 -- Raw bytes, so a malformed record reaches the operator and is dead-lettered.
 CREATE TEMPORARY TABLE transactions_raw (
@@ -112,7 +116,8 @@ CREATE TEMPORARY VIEW decided AS
   APPLY OPERATOR 'flinkai.operators.agents.decide' TO transactions
   WITH ('key' = 'account_id', 'payload' = 'payload',
         'partition' = 'source_partition', 'offset' = 'source_offset',
-        'models' = '${RISK_MODELS:-}', 'accounts' = '${RISK_ACCOUNTS:-}');
+        'models' = '${RISK_MODELS:-}', 'accounts' = '${RISK_ACCOUNTS:-}',
+        'buckets' = '${RISK_BUCKETS:-2}', 'flush_ms' = '${RISK_FLUSH_MS:-5}');
 
 INSERT INTO decisions_out
 SELECT tx_id, account_id, ts_ms, amount, approved, reasons, fraud_score, credit_status,

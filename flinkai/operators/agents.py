@@ -1,33 +1,40 @@
-"""Per-event risk decisions, keyed by account: the LangGraph graph inside a Flink job.
+"""Risk decisions, keyed by (a bucket of) account: the LangGraph graph inside a Flink job.
 
-The table is converted to a DataStream, keyed by the account column, and run
-through a ``KeyedProcessFunction``. Per account, the whole state is one
-``ValueState`` holding :meth:`~flinkai.agents.window.SpendWindow.snapshot`: plain data
+The table is converted to a DataStream, keyed by (a bucket of) the account column, and
+run through a ``KeyedProcessFunction``. Per account, the whole state is one value
+holding :meth:`~flinkai.agents.window.SpendWindow.snapshot`: plain data
 (a version tag and the ``[ts_ms, amount]`` pairs of approved spend in the last 24 h
 of event time). It is part of every checkpoint and rebuilt on every read, so a
 restored job decides each replayed event exactly as the first attempt did. The
 models (ONNX Runtime) and the account table are loaded once per worker in ``open()``.
 
-Per event, not per bundle. The JVM hands the Python worker the keyed stream in
-bundles (5 ms here), but PyFlink 2.2 gives a ``KeyedProcessFunction`` no way to work on
-one: ``FunctionOperation.process`` (``pyflink/fn_execution/beam/beam_operations_*``)
+Batches through state, since PyFlink 2.2 gives a ``KeyedProcessFunction`` no hook at the
+end of a bundle: ``FunctionOperation.process`` (``pyflink/fn_execution/beam/beam_operations_*``)
 calls ``process_element`` once per element, with the element's key already set in the
-state backend, and writes that call's outputs before the next element; the only hook
-at the end of a bundle, ``BundleOperation.finish_bundle``, belongs to the Table API's
-aggregate operations; ``StatefulOperation.finish`` commits the keyed state and calls no
-user code; timers fire one key at a time, in a later bundle. PyFlink has no
-``CheckpointedFunction`` either, so rows held back in Python memory to batch them would
-be lost when a checkpoint closes the bundle (Flink's checkpoint counts them as done).
-So the operator decides each event as it comes (:func:`process_transaction`).
-:func:`process_bundle` is the same decision for a batch of events (one ONNX call per
-model, each account's state read once and written once) wherever a batch exists; it
-decides identically (``tests/unit/test_agents_bundle.py``, the whole fraud file).
+state backend, and writes that call's outputs before the next element. PyFlink has no
+``CheckpointedFunction`` either, so rows held back in Python memory would be lost when a
+checkpoint closes the bundle (Flink's checkpoint counts them as done). So with
+``buckets`` (the job's setting) the stream is keyed by ``MOD(ABS(HASH_CODE(key)),
+buckets)``, computed on the JVM side: all rows of one account share a bucket, in
+arrival order. ``process_element`` only appends the row to the bucket's ``ListState``
+and, when the buffer was empty, registers a processing-time timer ``flush_ms`` ahead;
+``on_timer`` decides the whole buffer with :func:`process_bundle` (one ONNX call per
+model; each account's state, an entry of a ``MapState`` in the bucket, read once and
+written once), emits the decisions and clears the buffer, in one call, so emitted
+decisions and the state without their rows belong to the same checkpoint. After a
+restore the timers (checkpointed) fire and decide what the buffers kept. A bounded
+input drains at its final watermark (an event-time timer at the end of time), since
+processing-time timers do not fire after it. :func:`process_bundle` decides as
+:func:`process_transaction` per event (``tests/unit/test_agents_bundle.py``, the whole
+fraud file, also batched by bucket as the timers find it). Without ``buckets`` the
+operator is keyed by account and decides each event as it comes (a ``ValueState`` per
+account), the earlier wiring, kept for comparison.
 
 Used from a SQL script (the runner's ``APPLY OPERATOR`` statement)::
 
     CREATE TEMPORARY VIEW decisions AS
       APPLY OPERATOR 'flinkai.operators.agents.decide' TO transactions
-      WITH ('key' = 'account_id', 'payload' = 'payload');
+      WITH ('key' = 'account_id', 'payload' = 'payload', 'buckets' = '2');
 
 Options:
     key: The account column (events are keyed by it).
@@ -38,6 +45,10 @@ Options:
     models: The risk model folder (default ``$FLINKAI_HOME/models/risk``).
     accounts: The account table, a CSV in ``credit_default.csv``'s layout (default
         ``<datasets>/risk/credit_default.csv``).
+    buckets: Key by this many buckets of ``key`` and decide each bucket's rows in
+        batches (above); without it, per event, keyed by ``key``.
+    flush_ms: With ``buckets``: how long a bucket's first buffered row waits for
+        others before the batch is decided (default 5).
     runtime: How the graph runs: ``plan`` (default) walks LangGraph's nodes and
         routers directly (:class:`~flinkai.agents.plan.GraphPlan`, without the Pregel
         loop's per-invoke cost); ``langgraph`` runs the compiled graph's ``invoke``.
@@ -92,7 +103,15 @@ DECISION_FIELDS = (
     "error_reason", "error_detail", "source_partition", "source_offset", "payload_base64",
 )  # fmt: skip
 _REQUIRED = ("key", "payload")
-_OPTIONAL = ("partition", "offset", "models", "accounts", "runtime")
+_BUCKET_COLUMN = "flinkai_risk_bucket"
+_OPTIONAL = ("partition", "offset", "models", "accounts", "runtime", "buckets", "flush_ms")
+#: A bucket's buffer is decided at once when it holds this many rows, without waiting for
+#: its timer (bounds the rows one ONNX call and one state read take).
+_MAX_BUFFERED = 1000
+#: An event-time timer here fires only at the end of a bounded input (the final
+#: watermark): processing-time timers do not fire after it, so the operator drains
+#: there (as :mod:`flinkai.operators.llm` does).
+_END_OF_INPUT = 2**63 - 2
 
 
 @dataclass(frozen=True)
@@ -106,20 +125,39 @@ class DecideOptions:
     models: str | None = None
     accounts: str | None = None
     runtime: Runtime = "plan"
+    buckets: int | None = None
+    flush_ms: int = 5
 
 
 def parse_options(options: Mapping[str, str]) -> DecideOptions:
     """Resolve an operator statement's options (see the module docstring).
 
     Raises:
-        ConfigError: A required option is missing, an option is unknown, or ``runtime``
-            is not one of :data:`~flinkai.agents.graph.RUNTIMES`.
+        ConfigError: A required option is missing, an option is unknown, ``runtime``
+            is not one of :data:`~flinkai.agents.graph.RUNTIMES`, or ``buckets`` or
+            ``flush_ms`` is not a positive integer.
     """
     given = resolve_options(options, _REQUIRED, _OPTIONAL)
     runtime = given.pop("runtime") or "plan"
     if runtime not in RUNTIMES:
         raise ConfigError(f"option 'runtime' is {runtime!r}; expected one of {list(RUNTIMES)}")
-    return DecideOptions(**given, runtime=runtime)  # type: ignore[arg-type]
+    buckets, flush_ms = given.pop("buckets"), given.pop("flush_ms")
+    return DecideOptions(
+        **given,  # type: ignore[arg-type]
+        runtime=runtime,
+        buckets=None if buckets is None else _positive("buckets", buckets),
+        flush_ms=5 if flush_ms is None else _positive("flush_ms", flush_ms),
+    )
+
+
+def _positive(name: str, text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigError(f"option {name!r} is {text!r}; expected a positive integer")
+    return value
 
 
 def _decode(row: tuple[Any, ...]) -> tuple[Transaction | InvalidTransaction, tuple[Any, ...]]:
@@ -182,6 +220,7 @@ def process_bundle(
     write: Callable[[str, dict[str, Any]], None],
     graph: RiskGraph,
     accounts: Mapping[str, Account],
+    account_keys: bool = False,
 ) -> list[tuple[Any, ...]]:
     """A bundle of events through the graph in one pass, free of Flink.
 
@@ -202,6 +241,8 @@ def process_bundle(
         rows: ``(key, payload, partition, offset)`` as :func:`process_transaction` takes.
         read: The stored snapshot of a key (``None``: none).
         write: Store a key's new snapshot.
+        account_keys: Key the state by each valid row's parsed ``account_id`` instead of
+            the row's first field (which is then a bucket of accounts, or anything).
 
     Returns:
         The output rows (:data:`DECISION_FIELDS`), in the order of ``rows``.
@@ -227,7 +268,8 @@ def process_bundle(
         credit = dict(zip(known, graph.credit_scores(x).tolist(), strict=True))
     by_key: dict[str, list[int]] = {}
     for j, (i, _, _) in enumerate(valid):
-        by_key.setdefault(rows[i][0], []).append(j)
+        tx = valid[j][1]
+        by_key.setdefault(tx.account_id if account_keys else rows[i][0], []).append(j)
     for key, members in by_key.items():
         window = SpendWindow.from_snapshot(read(key))
         changed = False
@@ -293,6 +335,88 @@ def _make_process_function(opts: DecideOptions, udf_errors: ErrorPolicy) -> Any:
     return _Process()
 
 
+def _make_bucket_function(opts: DecideOptions, udf_errors: ErrorPolicy) -> Any:
+    """The bucketed ``KeyedProcessFunction`` (``buckets`` given); see the module docstring."""
+    from pyflink.common import Row, Types
+    from pyflink.datastream import KeyedProcessFunction, RuntimeContext
+    from pyflink.datastream.state import ListStateDescriptor, MapStateDescriptor
+
+    from flinkai import metrics
+    from flinkai.agents.data import load_accounts
+    from flinkai.agents.models import RiskModels
+
+    class _Bucketed(KeyedProcessFunction):
+        def open(self, runtime_context: RuntimeContext) -> None:
+            # Plain data only (tuples of bytes/str/int, SpendWindow.snapshot): no object
+            # of this code is pickled.
+            self._buffer = runtime_context.get_list_state(
+                ListStateDescriptor("flinkai-risk-buffer", Types.PICKLED_BYTE_ARRAY())
+            )
+            self._spend = runtime_context.get_map_state(
+                MapStateDescriptor(
+                    "flinkai-risk-spend-by-account", Types.STRING(), Types.PICKLED_BYTE_ARRAY()
+                )
+            )
+            models = RiskModels(Path(opts.models).expanduser() if opts.models else None)
+            self._graph = RiskGraph.from_models(models, opts.runtime)
+            self._accounts = load_accounts(Path(opts.accounts) if opts.accounts else None)
+            group = metrics.flinkai_group(runtime_context.get_metrics_group())
+            internal = group.counter(metrics.INTERNAL_ERRORS.name)
+            self._guard = RowGuard("flinkai-risk", udf_errors, internal.inc)
+            # Per bucket, in this worker's memory: rows added since its last decision (a
+            # trigger only; after a restore the buffer in state may hold more) and
+            # whether a timer is pending. The rows themselves live in Flink state.
+            self._held: dict[str, int] = {}
+            self._drain_armed: set[str] = set()
+
+        def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+            bucket = str(value[0])
+            self._buffer.add((value[1], value[2], value[3]))
+            held = self._held.get(bucket, 0) + 1
+            self._held[bucket] = held
+            if held == 1:
+                timers = ctx.timer_service()
+                if bucket not in self._drain_armed:
+                    timers.register_event_time_timer(_END_OF_INPUT)
+                    self._drain_armed.add(bucket)
+                timers.register_processing_time_timer(
+                    timers.current_processing_time() + opts.flush_ms
+                )
+            elif held >= _MAX_BUFFERED:
+                yield from self._flush(bucket)
+
+        def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
+            key = ctx.get_current_key()
+            yield from self._flush(str(key[0] if isinstance(key, Row | tuple | list) else key))
+
+        def _flush(self, bucket: str) -> Iterator[Row]:
+            """Decide the bucket's buffer, in arrival order, and empty it."""
+            self._held[bucket] = 0
+            rows = [(bucket, *r) for r in self._buffer.get()]
+            if not rows:
+                return
+            self._buffer.clear()
+            for out in self._guard.batch(rows, self._decide, self._failed):
+                yield Row(*out)
+
+        def _decide(self, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+            # The new states are stored only once the whole batch is decided: if it
+            # raises, the guard decides its rows again one by one from the same state.
+            writes: dict[str, dict[str, Any]] = {}
+            out = process_bundle(rows, self._spend.get, writes.__setitem__, self._graph,
+                                 self._accounts, account_keys=True)  # fmt: skip
+            for account, snap in writes.items():
+                self._spend.put(account, snap)
+            return out
+
+        def _failed(self, row: tuple[Any, ...], exc: Exception) -> tuple[Any, ...]:
+            raw = row[1]
+            text = payload_base64(bytes(raw)) if isinstance(raw, bytes | bytearray) else raw
+            return _dead("internal_error", internal_error_detail(exc), (row[2], row[3], text))
+
+    return _Bucketed()
+
+
 def decide(t_env: StreamTableEnvironment, table: Table, options: Mapping[str, str]) -> Table:
     """One decision (or dead letter) per transaction, keyed by account (:data:`DECISION_FIELDS`).
 
@@ -302,7 +426,8 @@ def decide(t_env: StreamTableEnvironment, table: Table, options: Mapping[str, st
     from flinkai.operators.context import udf_errors
 
     opts = parse_options(options)
-    return keyed_decisions(t_env, table, opts, _make_process_function(opts, udf_errors(t_env)))
+    make = _make_process_function if opts.buckets is None else _make_bucket_function
+    return keyed_decisions(t_env, table, opts, make(opts, udf_errors(t_env)))
 
 
 def keyed_decisions(
@@ -318,12 +443,25 @@ def keyed_decisions(
     that operator produces, and partitioned on its first field by Flink's own
     ``KeyByKeySelector``. (``flinkai bench agents --floor`` measures both.)
 
+    With ``opts.buckets``, the key is ``MOD(ABS(HASH_CODE(key)), buckets)``, computed on
+    the JVM side too: all rows of one account share a bucket, so its order is kept.
+
     Raises:
         ConfigError: Missing columns.
     """
     from flinkai.operators.keyed import keyed_records
 
-    keyed = keyed_records(t_env, table, opts.key, opts.payload, opts.partition, opts.offset)
+    key = opts.key
+    if opts.buckets is not None:
+        from pyflink.table.expressions import call_sql
+
+        columns = table.get_resolved_schema().get_column_names()
+        if key not in columns:
+            raise ConfigError(f"column {key!r} not in the input; it has {columns}")
+        key = _BUCKET_COLUMN
+        bucket = f"MOD(ABS(HASH_CODE(CAST(`{opts.key}` AS STRING))), {opts.buckets})"
+        table = table.add_columns(call_sql(bucket).alias(key))
+    keyed = keyed_records(t_env, table, key, opts.payload, opts.partition, opts.offset)
     out = keyed.process(function, output_type=decision_type_info())
     return t_env.from_data_stream(out.name("flinkai-risk-decide"))
 

@@ -29,7 +29,13 @@ from flinkai.agents.data import (
 )
 from flinkai.agents.graph import RiskGraph
 from flinkai.agents.models import RiskModels
-from flinkai.operators.agents import DECISION_FIELDS, process_bundle, process_transaction
+from flinkai.errors import ConfigError
+from flinkai.operators.agents import (
+    DECISION_FIELDS,
+    parse_options,
+    process_bundle,
+    process_transaction,
+)
 
 N_ACCOUNTS = 300
 
@@ -117,6 +123,24 @@ def test_bundles_decide_as_the_per_event_operator_on_the_whole_file(
         assert got == want, f"bundles of {size}"
         assert store.states == states, f"bundles of {size}"
 
+    # The job's layout: rows keyed by a bucket of accounts (the first field), the state
+    # by each row's parsed account. Batches as a timer finds them: a bucket's rows only.
+    buckets = 3
+    store = _Store()
+    by_bucket: dict[int, list[tuple[int, tuple[Any, ...]]]] = {}
+    got_at: dict[int, tuple[Any, ...]] = {}
+    for start in range(0, len(rows), 40):
+        by_bucket.clear()
+        for i in range(start, min(start + 40, len(rows))):
+            b = sum(map(ord, rows[i][0])) % buckets
+            by_bucket.setdefault(b, []).append((i, (str(b), *rows[i][1:])))
+        for members in by_bucket.values():
+            out = process_bundle([r for _, r in members], store.read, store.write, graph,
+                                 accounts, account_keys=True)  # fmt: skip
+            got_at.update(zip((i for i, _ in members), out, strict=True))
+    assert [got_at[i] for i in range(len(rows))] == want
+    assert store.states == states
+
 
 class _Store:
     """Keyed state as a dict, counting reads and writes."""
@@ -144,3 +168,15 @@ def test_a_bundle_of_dead_letters_reads_no_state(graph: RiskGraph, accounts: Any
     out = process_bundle(rows, never, never, graph, accounts)
     assert [r[15] for r in out] == ["not_json", "invalid_field"]
     assert [r[17:19] for r in out] == [(1, 2), (1, 3)]
+
+
+def test_bucket_options_parse_and_bad_values_are_refused() -> None:
+    base = {"key": "account_id", "payload": "payload"}
+    assert (parse_options(base).buckets, parse_options(base).flush_ms) == (None, 5)
+    opts = parse_options(base | {"buckets": "4", "flush_ms": "2"})
+    assert (opts.buckets, opts.flush_ms) == (4, 2)
+    for bad in ("0", "-1", "two"):
+        with pytest.raises(ConfigError, match=r"option 'buckets' is .*; expected a positive"):
+            parse_options(base | {"buckets": bad})
+    with pytest.raises(ConfigError, match=r"option 'flush_ms' is '0'"):
+        parse_options(base | {"flush_ms": "0"})
