@@ -202,3 +202,21 @@ def test_ticks_without_the_metric_keep_the_down_window() -> None:
     assert s.step(3, 0.0).desired == 3  # the holds in the 5 s window still say 3
     clock.t = 15.5
     assert s.step(3, 0.0).desired == 2
+
+
+def test_backlog_signals_count_what_pending_records_does_not_see() -> None:
+    from flinkai_bench.scaling.report import backlog_signals
+
+    # (pending, committed, produced): prefetched and uncheckpointed records are in the
+    # group lag (produced - committed) only.
+    rows = [(0.0, 0, 1000), (500.0, 0, 1000), (0.0, 900, 1000), (None, 900, 1000)]
+    samples = [
+        Sample(float(i), 1, 1, 1, p is not None, p, None, None, c, n)
+        for i, (p, c, n) in enumerate(rows)
+    ]
+    got = backlog_signals(samples, batch=64)
+    assert got["ticks"] == 3  # the tick without a running source is left out
+    assert got["pending_peak"] == 500.0 and got["group_lag_peak"] == 1000.0
+    assert got["ticks_pending_under_batch_lag_over_batch"] == 2
+    assert got["hidden_max"] == 1000.0
+    assert backlog_signals([], batch=64) == {"ticks": 0}

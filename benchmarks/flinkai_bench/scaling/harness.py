@@ -6,17 +6,25 @@ entry point (application mode) with ``scheduler-mode: reactive`` and one slot pe
 TaskManager, so the job always runs at the parallelism of the TaskManagers present.
 The input topic has ``partitions`` partitions, the most parallelism that can help.
 
-Every tick the harness reads, from the REST API, the job's state and vertex
-parallelism and the Kafka source's ``pendingRecords`` summed over subtasks; divided
-by ``embedding.batch_size`` and averaged over ``window_s`` this is the chart's
-``ai_operator_backlog_depth``. :class:`~flinkai_bench.autoscaling.policy.TaskManagerScaler`
-(formula, tolerance, stabilisation windows and Pods policies) turns it into a
-replica count, and the harness starts TaskManagers or stops them (SIGTERM, as a pod
-deletion does). The rescaling itself is Flink's. One change at a time: no decision is
-taken until the TaskManagers registered and the job's RUNNING parallelism match the
-replica count (the Flink operator's autoscaler also waits for a rescale to take
-effect); the plain HPA would let a second TaskManager join during the first restart
-on a slow machine, and Flink would run 1 -> 3 in one restart.
+The chart is rendered with values stated for this machine (:func:`chart_values`:
+no GPU, a rows target that fits the model, the partition count as ``maxReplicas``);
+every metric its HPA names is read each tick from a real Prometheus, which scrapes each
+TaskManager's reporter with the ``namespace`` and ``pod`` labels a PodMonitor adds,
+through the rendered prometheus-adapter query
+(:class:`~flinkai_bench.autoscaling.adapter.AdapterReader`). The Kubernetes
+controller's arithmetic
+(:class:`~flinkai_bench.autoscaling.hpa.HorizontalPodAutoscaler`: per-metric proposals
+with the tolerance, the largest, a scale-down skipped while a metric is missing, the
+chart's windows and policies) sets the replica count, and the harness starts
+TaskManagers or stops them (SIGTERM, as a pod deletion does). The rescaling itself is
+Flink's, with the chart's ``flink.rescale.*`` keys. What departs from Kubernetes is
+named in :func:`shortcuts` (a time scale on every window, a 1 s sync period). A second
+HPA rendered with the chart's default ``taskmanager.gpu.enabled=true`` decides on the
+same reads without being applied: the missing-metric case.
+
+The REST API still gives the job's state and vertex parallelism and the source's
+``pendingRecords``, which the load follows; the consumer group's committed offsets
+give the lag KEDA's Kafka scaler would read, for the comparison in the report.
 
 Load (:mod:`.load`): while loading, the harness offers input at the job's measured
 drain rate and keeps ``lead_s`` seconds of work waiting, so the signal stands far
@@ -43,16 +51,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flinkai_bench.autoscaling.policy import PodsPolicy, ScaleStep, TaskManagerScaler
+from flinkai_bench.autoscaling.adapter import AdapterReader
+from flinkai_bench.autoscaling.hpa import HorizontalPodAutoscaler, HpaDecision
 from flinkai_bench.autoscaling.timeline import Sample, ScaleEvent
 from flinkai_bench.scaling.load import LoadPlan, RateFollower
 
-__all__ = ["ScalingOptions", "ScalingRun", "run_scaling"]
+__all__ = ["ScalingOptions", "ScalingRun", "chart_values", "run_scaling", "shortcuts"]
 
 log = logging.getLogger(__name__)
 
 JOB = Path(__file__).resolve().parents[3] / "jobs" / "embed_clicks.sql"
 BACKLOG_METRIC = "ai_operator_backlog_depth"
+#: The ``namespace`` label the scrape adds, as a PodMonitor does.
+NAMESPACE = "flinkai"
 
 
 @dataclass(frozen=True)
@@ -60,16 +71,22 @@ class ScalingOptions:
     """Sizes and timings of one run (the chart's own values where they apply).
 
     Attributes:
-        partitions: Input partitions; also the HPA's ``maxReplicas`` here.
+        partitions: Input partitions; also the HPA's ``maxReplicas`` here
+            (``kafka.sourcePartitions`` and ``autoscaling.maxReplicas``).
         load: The input offered while loading (:class:`~.load.LoadPlan`).
         hold_s: How long the top replica count runs under load (the rate after).
         load_timeout_s: Loading stops after this long even short of the top count
             (the run then fails its checks, but ends).
-        tick_s: Sampling and decision period.
-        window_s: The signal's averaging window (chart: 30 s).
-        up_window_s / down_window_s: Stabilisation windows (chart: 30 s / 600 s).
-        up / down: Pods policies (chart: 2 pods per 120 s up, 1 per 300 s down).
-        resource_stabilization: Flink's adaptive-scheduler wait (chart: 20 s).
+        tick_s: Sampling and decision period (the HPA's sync period is 15 s: a
+            named shortcut).
+        time_scale: Every window of the chart (the HPA's stabilisation windows and
+            policy periods, the adapter's backlog and rows windows) times this: a
+            named shortcut, so a run takes minutes, not an hour.
+        rows_target: ``autoscaling.embeddedRows.averageValue``: a little below what
+            one TaskManager embeds per second here with the model used (the null model
+            ran at about 900 records/s on one TaskManager of this 2-core machine).
+        resource_stabilization / cooldown / submission_stabilization: Flink's
+            ``flink.rescale.*`` values (chart 60s / 30s / 10s), scaled like the windows.
         bundle: Python bundle and Arrow batch rows (small, so ``pendingRecords`` is
             not hidden in the worker's bundle).
         fetch_bytes: The consumer's prefetch per partition (``SOURCE_FETCH_BYTES``):
@@ -92,13 +109,11 @@ class ScalingOptions:
     hold_s: float = 15.0
     load_timeout_s: float = 300.0
     tick_s: float = 1.0
-    window_s: float = 3.0
-    up_window_s: float = 3.0
-    down_window_s: float = 30.0
-    up: PodsPolicy = field(default_factory=lambda: PodsPolicy(1, 20.0))
-    down: PodsPolicy = field(default_factory=lambda: PodsPolicy(1, 60.0))
-    resource_stabilization: str = "2 s"
-    cooldown: str = "5 s"
+    time_scale: float = 0.1
+    rows_target: int = 800
+    resource_stabilization: str = "6s"
+    cooldown: str = "3s"
+    submission_stabilization: str = "1s"
     bundle: int = 64
     fetch_bytes: int = 65536
     timeout_s: float = 900.0
@@ -115,7 +130,14 @@ class ScalingRun:
     Attributes:
         target: The HPA's ``averageValue`` for the backlog metric (batches per replica).
         batch_size: ``embedding.batch_size`` (records per batch).
-        samples / events / steps: The timeline and each scaling decision.
+        samples / events / decisions: The timeline, the replica changes, and each
+            HPA reconcile (every metric's proposal).
+        shadow_decisions: The same reconciles by the HPA the chart's default
+            ``taskmanager.gpu.enabled=true`` renders (a metric missing here); not applied.
+        chart_metrics: The HPA's metrics as rendered with the run's values.
+        metrics_seen: Those the adapter's queries returned a value for at least once.
+        lost / duplicated: Records missing from, and repeated in, the output.
+        metric_read_errors: Failed Prometheus reads (each read as a missing metric).
         load_stopped_t: When input stopped being added.
         expected_ids: Every id sent.
         output_ids / dead_letters: Ids read from the output topic, dead-letter count.
@@ -136,7 +158,13 @@ class ScalingRun:
     batch_size: int
     samples: list[Sample] = field(default_factory=list)
     events: list[ScaleEvent] = field(default_factory=list)
-    steps: list[tuple[float, ScaleStep]] = field(default_factory=list)
+    decisions: list[HpaDecision] = field(default_factory=list)
+    shadow_decisions: list[HpaDecision] = field(default_factory=list)
+    chart_metrics: list[str] = field(default_factory=list)
+    metrics_seen: set[str] = field(default_factory=set)
+    lost: int | None = None
+    duplicated: int | None = None
+    metric_read_errors: int = 0
     load_stopped_t: float | None = None
     expected_ids: list[str] = field(default_factory=list)
     output_ids: list[str] = field(default_factory=list)
@@ -361,6 +389,43 @@ class _Sender:
         self.producer = None
 
 
+def chart_values(options: ScalingOptions) -> dict[str, Any]:
+    """The chart values this machine runs with (``--set``), stated in the JSON and output.
+
+    No GPU here: with ``taskmanager.gpu.enabled`` at its default (true) the HPA would also
+    ask for ``gpu_utilization_ratio``, a series no pod serves, and hold every scale-down.
+    """
+    scale = options.time_scale
+    return {
+        "taskmanager.gpu.enabled": False,
+        "kafka.sourcePartitions": options.partitions,
+        "autoscaling.maxReplicas": options.partitions,
+        "autoscaling.embeddedRows.averageValue": str(options.rows_target),
+        # The adapter's windows, scaled like the HPA's (chart 30s and 2m).
+        "autoscaling.backlog.window": f"{max(1, round(30 * scale))}s",
+        "autoscaling.embeddedRows.window": f"{max(3, round(120 * scale))}s",
+        "flink.rescale.stabilizationTimeout": options.resource_stabilization,
+        "flink.rescale.cooldown": options.cooldown,
+        "flink.rescale.submissionStabilizationTimeout": options.submission_stabilization,
+    }
+
+
+def shortcuts(options: ScalingOptions) -> list[str]:
+    """Where the run departs from the chart on Kubernetes, each named."""
+    return [
+        f"time_scale {options.time_scale:g}: the HPA's stabilisation windows and policy "
+        "periods, and the adapter's backlog and rows windows, are the chart's times this",
+        f"flink.rescale.* at {options.resource_stabilization} / {options.cooldown} / "
+        f"{options.submission_stabilization} (chart 60s / 30s / 10s), scaled likewise",
+        f"the HPA syncs every {options.tick_s:g} s (kube-controller-manager: 15 s)",
+        "pods are local TaskManager processes (started and SIGTERMed by the harness as the "
+        "Deployment's ReplicaSet would); Prometheus scrapes each one every 1 s",
+        "the null model embeds (the data path without the model's cost)"
+        if options.null_model
+        else "the real model embeds",
+    ]
+
+
 def run_scaling(
     bootstrap: str,
     options: ScalingOptions | None = None,
@@ -376,7 +441,8 @@ def run_scaling(
     from flinkai_bench.autoscaling.chart import render
 
     options = options or ScalingOptions()
-    chart = render()
+    values = chart_values(options)
+    chart = render(overrides=values)
     metric = chart.metrics[BACKLOG_METRIC]
     env = {
         "FLINKAI_RUNTIME_PYTHON_BUNDLE_SIZE": str(options.bundle),
@@ -388,17 +454,27 @@ def run_scaling(
     with _env(env):
         batch = load_config().embedding.batch_size
     run = ScalingRun(target=metric.target, batch_size=batch)
+    run.chart_metrics = list(chart.metrics)
     run.settings = {
         "options": asdict(options),
+        "values": values,
+        "shortcuts": shortcuts(options),
         "chart": {
-            "metric": metric.name,
-            "target": metric.target,
+            "metrics": {
+                m.name: {"type": m.type, "target": m.target} for m in chart.metrics.values()
+            },
+            "queries": {name: chart.rule(name).metrics_query for name in chart.metrics},
             "behavior": dict(chart.behavior),
+            "min_replicas": chart.min_replicas,
             "max_replicas": chart.max_replicas,
             "rendered_by": chart.rendered_by,
         },
         "config_env": env,
     }
+    progress(f"chart values: {values}")
+    for line in run.settings["shortcuts"]:
+        progress(f"shortcut: {line}")
+    progress(f"HPA metrics as rendered: {run.settings['chart']['metrics']}")
     rid = uuid.uuid4().hex[:8]
     topics = {
         "CLICKS_TOPIC": f"scale-in-{rid}",
@@ -418,25 +494,40 @@ def run_scaling(
     args = ["-pym", "flinkai.cli.main", "run", str(JOB)]
     for k, v in variables.items():
         args += ["--var", f"{k}={v}"]
+    # The chart's Flink keys (templates/configmap-flink.yaml) with the values above.
     conf = {
         "scheduler-mode": "reactive",
-        "jobmanager.adaptive-scheduler.resource-stabilization-timeout": options.resource_stabilization,
-        # Flink 2 waits this long after a rescale before the next (default 30 s), and up
-        # to the executing stabilisation timeout (default 60 s) for more slots.
-        "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": options.cooldown,
         "jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout": (
             options.resource_stabilization
         ),
+        "jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling": options.cooldown,
+        "jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout": (
+            options.submission_stabilization
+        ),
     }
-    scaler = TaskManagerScaler(
-        target=metric.target,
-        min_replicas=1,
-        max_replicas=options.partitions,
-        up_window_s=options.up_window_s,
-        down_window_s=options.down_window_s,
-        up=options.up,
-        down=options.down,
+    hpa = HorizontalPodAutoscaler.from_chart(
+        chart.targets(),
+        chart.behavior,
+        chart.min_replicas,
+        chart.max_replicas,
+        time_scale=options.time_scale,
     )
+    # The missing-metric case: the same values but the chart's default
+    # taskmanager.gpu.enabled=true, so its HPA also asks for gpu_utilization_ratio, which no
+    # process here serves. It decides on the same Prometheus every tick; nothing applies
+    # its decisions. Kubernetes would hold every scale-down of it.
+    gpu_chart = render(overrides={**values, "taskmanager.gpu.enabled": True})
+    shadow = HorizontalPodAutoscaler.from_chart(
+        gpu_chart.targets(),
+        gpu_chart.behavior,
+        gpu_chart.min_replicas,
+        gpu_chart.max_replicas,
+        time_scale=options.time_scale,
+    )
+    run.settings["missing_metric_case"] = {
+        "values": {**values, "taskmanager.gpu.enabled": True},
+        "metrics": list(gpu_chart.metrics),
+    }
     produced = 0
 
     sender = _Sender(bootstrap, topics["CLICKS_TOPIC"])
@@ -450,7 +541,19 @@ def run_scaling(
     work = Path(tempfile.mkdtemp(prefix="flinkai-scaling-"))
     try:
         done = _run_cluster(
-            bootstrap, work, args, conf, env, scaler, run, options, send, topics, group, progress
+            bootstrap,
+            work,
+            args,
+            conf,
+            env,
+            (chart, gpu_chart),
+            (hpa, shadow),
+            run,
+            options,
+            send,
+            topics,
+            group,
+            progress,
         )
     except BaseException:
         log.warning("scaling run failed; cluster logs kept in %s", work)
@@ -470,7 +573,8 @@ def _run_cluster(
     args: list[str],
     conf: dict[str, str],
     env: dict[str, str],
-    scaler: TaskManagerScaler,
+    charts: tuple[Any, Any],
+    hpas: tuple[HorizontalPodAutoscaler, HorizontalPodAutoscaler],
     run: ScalingRun,
     options: ScalingOptions,
     send: Callable[[int], None],
@@ -479,6 +583,7 @@ def _run_cluster(
     progress: Callable[[str], None],
 ) -> ScalingRun:
     from flinkai.kafka.admin import read_to_end_offsets
+    from flinkai.local.prometheus import LocalPrometheus
     from flinkai.runtime.cluster import LocalFlinkCluster
     from flinkai.testing import check_exactly_once, result_id
 
@@ -491,17 +596,26 @@ def _run_cluster(
             flink_conf=conf,
             taskmanager_memory="1024m",
             start_timeout_s=240.0,
+            prometheus=True,
         ) as cluster,
     ):
+        prom = LocalPrometheus(work / "prometheus", _targets(cluster), scrape_interval_s=1.0)
+        prom.start()
+        readers = (
+            AdapterReader(charts[0], prom, NAMESPACE),
+            AdapterReader(charts[1], prom, NAMESPACE),
+        )
         probe = _Probe(
             cluster, bootstrap, group, topics["CLICKS_TOPIC"], retries=options.offset_retries
         )
         try:
-            _loop(cluster, probe, scaler, run, options, send, progress)
+            _loop(cluster, probe, prom, readers, hpas, run, options, send, progress)
             _wait_committed(probe, run, options.drain_wait_s, progress)
         finally:
             run.offset_read_errors = probe.committed_errors
+            run.metric_read_errors = readers[0].errors
             probe.close()
+            prom.stop()
         # Every input offset is committed (or the wait above says why not). The sink
         # commits its transaction on the same checkpoint notification, so read to the
         # end offsets while the job still runs; only missing ids (a commit still in
@@ -519,11 +633,25 @@ def _run_cluster(
     run.dead_letters = len(dlq.records)
     run.exactly_once = str(report)
     run.exactly_once_ok = report.ok
+    run.lost = sum(report.missing.values())
+    run.duplicated = sum(report.duplicated.values())
     progress(
         f"exactly-once: {report}; dead letters {run.dead_letters} "
         f"(output read and checked in {run.check_s:.1f} s)"
     )
     return run
+
+
+def _targets(cluster: Any) -> list[Any]:
+    """A scrape target per live process, labelled as a PodMonitor labels a pod."""
+    from flinkai.local.prometheus import ScrapeTarget
+
+    live = {"jobmanager"} | {tm.resource_id for tm in cluster.taskmanagers()}
+    return [
+        ScrapeTarget("flink", address, {"namespace": NAMESPACE, "pod": name})
+        for name, address in cluster.metrics_addresses.items()
+        if name in live
+    ]
 
 
 def _wait_committed(
@@ -576,18 +704,21 @@ def _tail(path: Path, lines: int) -> list[str]:
 def _loop(
     cluster: Any,
     probe: _Probe,
-    scaler: TaskManagerScaler,
+    prom: Any,
+    readers: tuple[AdapterReader, AdapterReader],
+    hpas: tuple[HorizontalPodAutoscaler, HorizontalPodAutoscaler],
     run: ScalingRun,
     options: ScalingOptions,
     send: Callable[[int], None],
     progress: Callable[[str], None],
 ) -> None:
     t0 = time.monotonic()
-    window: list[tuple[float, float]] = []
     replicas = 1
     follower = RateFollower(options.load)
     top_since: float | None = None
     produced = 0
+    scraped: set[str] = set()
+    hpa, shadow = hpas
 
     def stop_load(now: float, why: str) -> None:
         follower.stop()
@@ -608,37 +739,35 @@ def _loop(
         committed = probe.committed()
         follower.observe(now, committed, running, parallelism)
         run.load_rates.append((now, follower.rate))
-        if pending is not None:
-            window.append((now, pending / run.batch_size))
-        window = [(t, v) for t, v in window if t >= now - options.window_s]
-        signal = sum(v for _, v in window) / len(window) if window else None
-        proposal = None
         _replace_exited(cluster, replicas, run, now, progress)
+        targets = _targets(cluster)
+        if {t.address for t in targets} != scraped:
+            prom.set_targets(targets)  # pods come and go; Prometheus follows, as with a PodMonitor
+            scraped = {t.address for t in targets}
         registered = len(cluster.registered_taskmanagers() or [])
-        settled = registered == replicas and parallelism == replicas
-        if not (running and pending is not None and signal is not None and settled):
-            # No decision without a current metric (the job restarting): the HPA skips
-            # it, and counts pods without metrics as at target for a scale-down. Nor
-            # while the last change is still being applied (one rescale at a time, as
-            # the Flink operator's autoscaler): otherwise a TaskManager that registers
-            # during the restart for the one before merges both (p 1 -> 3).
-            scaler.hold(replicas)
-        else:
-            step = scaler.step(replicas, signal)
-            run.steps.append((now, step))
-            proposal = step.proposal
-            if step.desired != replicas:
-                run.events.append(ScaleEvent(now, replicas, step.desired))
-                progress(
-                    f"{now:6.1f}s decide {replicas} -> {step.desired} TaskManagers "
-                    f"(signal {signal:.1f} batches, {signal / replicas:.1f}/replica, "
-                    f"target {run.target:g})"
-                )
-                for _ in range(step.desired - replicas):
-                    cluster.start_taskmanager(wait=False)
-                for _ in range(replicas - step.desired):
-                    run.stopped_tms.append(cluster.stop_taskmanager().resource_id)
-                replicas = step.desired
+        # The HPA's reconcile: every metric through the adapter's query, the controller's
+        # own arithmetic. No gate of the harness's own: what Kubernetes would set is set.
+        pods = [tm.resource_id for tm in cluster.taskmanagers()]
+        readings = readers[0].read(pods)
+        decision = hpa.decide(replicas, readings, pods)
+        run.decisions.append(decision)
+        run.shadow_decisions.append(shadow.decide(replicas, readers[1].read(pods), pods))
+        for name, r in readings.items():
+            if r.total is not None or r.per_pod:
+                run.metrics_seen.add(name)
+        backlog = readings.get(BACKLOG_METRIC)
+        signal = backlog.total if backlog is not None else None
+        if decision.desired != replicas:
+            run.events.append(ScaleEvent(now, replicas, decision.desired))
+            progress(
+                f"{now:6.1f}s decide {replicas} -> {decision.desired} TaskManagers "
+                f"(proposals {dict(decision.proposals)})"
+            )
+            for _ in range(decision.desired - replicas):
+                cluster.start_taskmanager(wait=False)
+            for _ in range(replicas - decision.desired):
+                run.stopped_tms.append(cluster.stop_taskmanager().resource_id)
+            replicas = decision.desired
         run.samples.append(
             Sample(
                 now,
@@ -648,17 +777,18 @@ def _loop(
                 running,
                 pending,
                 signal,
-                proposal,
+                decision.metric_desired,
                 committed,
                 produced,
             )
         )
         rate = "-" if follower.rate is None else f"{follower.rate:.0f}/s"
+        lag = "-" if committed is None else str(produced - committed)
         progress(
             f"{now:6.1f}s tm={replicas}/{registered} p={parallelism} "
-            f"{'RUNNING' if running else '-'} pending={pending} signal="
-            f"{'-' if signal is None else f'{signal:.1f}'} committed={committed}/{produced} "
-            f"drain={rate}"
+            f"{'RUNNING' if running else '-'} pending={pending} group-lag={lag} "
+            f"proposals={dict(decision.proposals)} {decision.reason} "
+            f"committed={committed}/{produced} drain={rate}"
         )
         if not follower.stopped:
             offer = follower.offer(now, produced, committed, pending)
@@ -674,7 +804,8 @@ def _loop(
             elif produced >= options.load.max_records:
                 stop_load(now, f"record bound {options.load.max_records}")
         elif (
-            any(e.after < e.before for e in run.events)
+            replicas == hpa.min_replicas
+            and any(e.after < e.before for e in run.events)
             and running
             and parallelism == replicas
             and committed == produced

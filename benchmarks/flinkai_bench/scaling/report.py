@@ -4,23 +4,89 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from flinkai_bench.autoscaling.timeline import TimelineFigures, rate_series
+from flinkai_bench.autoscaling.timeline import Sample, TimelineFigures, rate_series
 from flinkai_bench.scaling.harness import ScalingRun
 
-__all__ = ["draw_timeline", "payload", "write_json"]
+__all__ = ["backlog_signals", "draw_timeline", "payload", "summary", "write_json"]
 
 #: Trailing window of the throughput curve; offsets move on 5 s checkpoints.
 RATE_WINDOW_S = 10.0
+
+
+def backlog_signals(samples: Sequence[Sample], batch: int) -> dict[str, Any]:
+    """Flink's ``pendingRecords`` against the consumer-group lag, tick by tick.
+
+    The group lag is what KEDA's Kafka scaler reads: end offsets (every record the
+    harness wrote, all acknowledged) minus the offsets the source committed on its last
+    checkpoint. ``pendingRecords`` is the source consumer's own lag from its fetch
+    position: records prefetched into the source, in flight to the Python worker or
+    processed since the last checkpoint are not in it.
+    """
+    pairs = [
+        (s.pending, float(s.produced - s.committed))
+        for s in samples
+        if s.running and s.pending is not None and s.committed is not None
+    ]
+    if not pairs:
+        return {"ticks": 0}
+    hidden = [lag - pending for pending, lag in pairs]
+    return {
+        "ticks": len(pairs),
+        "pending_peak": max(p for p, _ in pairs),
+        "group_lag_peak": max(lag for _, lag in pairs),
+        "pending_mean": sum(p for p, _ in pairs) / len(pairs),
+        "group_lag_mean": sum(lag for _, lag in pairs) / len(pairs),
+        # Ticks where pendingRecords read under one batch while a batch or more of
+        # input was not yet committed: work the REST signal did not see.
+        "ticks_pending_under_batch_lag_over_batch": sum(
+            1 for p, lag in pairs if p < batch and lag >= batch
+        ),
+        "hidden_mean": sum(hidden) / len(hidden),
+        "hidden_max": max(hidden),
+    }
+
+
+def summary(run: ScalingRun, figures: TimelineFigures) -> dict[str, Any]:
+    """The run in the terms of the chart: its metrics, what decided, rescales, delivery."""
+    return {
+        "chart_metrics": run.chart_metrics,
+        "metrics_used": [m for m in run.chart_metrics if m in run.metrics_seen],
+        "rescales": max(0, len(figures.parallelism_seen) - 1),
+        "replica_changes": [[e.before, e.after] for e in run.events],
+        "parallelism_seen": figures.parallelism_seen,
+        "scale_downs_held_for_a_missing_metric": sum(
+            1 for d in run.decisions if d.reason.startswith("scale-down held")
+        ),
+        "exactly_once": run.exactly_once_ok,
+        "lost": run.lost,
+        "duplicated": run.duplicated,
+        "dead_letters": run.dead_letters,
+        "values": run.settings.get("values", {}),
+        "shortcuts": run.settings.get("shortcuts", []),
+        "backlog_signals": backlog_signals(run.samples, run.batch_size),
+        "missing_metric_case": {
+            **run.settings.get("missing_metric_case", {}),
+            # The HPA with the GPU metric, deciding on the same reads: each tick where the
+            # others asked for fewer replicas is a scale-down it held.
+            "scale_downs_held": sum(
+                1 for d in run.shadow_decisions if d.reason.startswith("scale-down held")
+            ),
+            "scale_downs": sum(1 for d in run.shadow_decisions if d.desired < d.current),
+            "ticks": len(run.shadow_decisions),
+        },
+    }
 
 
 def payload(run: ScalingRun, figures: TimelineFigures, machine: dict[str, Any]) -> dict[str, Any]:
     """Everything the run measured, JSON-ready (the timeline included, for re-plotting)."""
     return {
         "benchmark": "scaling",
+        "summary": summary(run, figures),
         "machine": machine,
         "settings": run.settings,
         "target_batches_per_replica": run.target,
@@ -37,7 +103,9 @@ def payload(run: ScalingRun, figures: TimelineFigures, machine: dict[str, Any]) 
         "events": [asdict(e) | {"kind": e.kind} for e in run.events],
         "samples": [asdict(s) for s in run.samples],
         "load_rates": [{"t": t, "drain_rate": r} for t, r in run.load_rates],
+        "decisions": [asdict(d) for d in run.decisions],
         "offset_read_errors": run.offset_read_errors,
+        "metric_read_errors": run.metric_read_errors,
         "check_s": run.check_s,
         "replaced_taskmanagers": run.replaced,
         "error": run.error,
@@ -62,8 +130,20 @@ def draw_timeline(run: ScalingRun, path: Path) -> Path:
     t = [x.t for x in s]
     fig, axes = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
     backlog, tms, rate, signal = axes
-    backlog.plot(t, [x.pending if x.pending is not None else float("nan") for x in s], "-")
-    backlog.set_ylabel("backlog\n(pendingRecords)")
+    backlog.plot(
+        t,
+        [x.pending if x.pending is not None else float("nan") for x in s],
+        "-",
+        label="pendingRecords (REST)",
+    )
+    backlog.plot(
+        t,
+        [x.produced - x.committed if x.committed is not None else float("nan") for x in s],
+        "--",
+        label="consumer-group lag (end - committed)",
+    )
+    backlog.legend(loc="upper left", fontsize=8)
+    backlog.set_ylabel("input records\nwaiting")
     tms.step(t, [x.replicas for x in s], where="post", label="replicas (HPA)")
     tms.step(t, [x.registered for x in s], where="post", label="registered")
     tms.step(
