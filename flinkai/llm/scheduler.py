@@ -30,6 +30,7 @@ loop of :meth:`step` calls (tests, the bench's ``raw`` row) runs the same code.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -212,6 +213,7 @@ class _Seq:
         "req",
         "restore_pending",
         "restored",
+        "stored_tokens",
         "submitted",
     )  # fmt: skip
 
@@ -222,6 +224,7 @@ class _Seq:
         self.cache: KvCache | None = None  # during prefill: KV of context[:covered]
         self.covered = 0
         self.restored = 0
+        self.stored_tokens = 0  # context tokens whose full blocks are in the prefix store
         self.restore_pending = False
         self.cached_tokens = 0
         self.counted_cache = False
@@ -283,7 +286,8 @@ class Scheduler:
         self._trim = False  # the next batch change drops all spare padding (KV budget)
         self._joining: list[_Seq] = []
         self._first_deltas: list[TokenDelta] = []
-        self._sessions: dict[str, tuple[tuple[int, ...], KvCache]] = {}
+        # session -> (token ids its KV covers, the KV, how many of those are in the store)
+        self._sessions: dict[str, tuple[tuple[int, ...], KvCache, int]] = {}
         self._finished: dict[str, Finished] = {}
         self._known: set[str] = set()
         self._thread: threading.Thread | None = None
@@ -381,7 +385,9 @@ class Scheduler:
                 self._fail_all(f"internal_error: {type(e).__name__}: {e}")
 
     def _has_work(self) -> bool:
-        return bool(self._inbox or self._n_waiting or self._prefill or self._running)
+        return bool(
+            self._inbox or self._n_waiting or self._prefill or self._running or self._leaving
+        )
 
     # -- one iteration -------------------------------------------------------------------
 
@@ -398,6 +404,9 @@ class Scheduler:
                 self._waiting.setdefault(seq.req.priority, deque()).append(seq)
                 self._n_waiting += 1
         if not (self._n_waiting or self._prefill or self._running):
+            if self._leaving:  # idle: the finished rows' KV is not kept until the next prompt
+                self._batch.change(self._leaving, [])
+                self._leaving = []
             self._update_gauges()
             return False
         self._admit(started)
@@ -447,7 +456,9 @@ class Scheduler:
             if seq is None:
                 break
             if cfg.kv_budget_bytes and self._admission_bytes(seq) > cfg.kv_budget_bytes:
-                self._offload_sessions()
+                self._offload_sessions(
+                    functools.partial(self._admits, seq, cfg.kv_budget_bytes), seq.req.session
+                )
                 if self._admission_bytes(seq) > cfg.kv_budget_bytes and (
                     self._running or self._prefill
                 ):
@@ -480,30 +491,42 @@ class Scheduler:
         self._waiting.setdefault(seq.req.priority, deque()).appendleft(seq)
         self._n_waiting += 1
 
+    def _admits(self, seq: _Seq, budget: int) -> bool:
+        return self._admission_bytes(seq) <= budget
+
     def _admission_bytes(self, seq: _Seq) -> int:
-        rows = len(self._running) + len(self._joining) + len(self._prefill) + 1
-        width = max(
-            [self._batch.width + 1, len(seq.context) + 1]
-            + [len(s.context) + 1 for s in (*self._prefill, *self._joining)]
+        # The rows after this step's leaves, with every admitted prompt and this one.
+        lengths = [self._batch.length(k) for k in self._running] + [
+            len(s.context) for s in (*self._prefill, *self._joining, seq)
+        ]
+        rows, width = len(lengths), self._batch.width_after(lengths) + 1
+        own = self._sessions.get(seq.req.session or "")
+        # The turn's own resident session becomes its KV in the batch: not counted twice.
+        return (
+            self._batch.nbytes_if(rows, width)
+            + self._session_bytes()
+            - (own[1].nbytes if own is not None else 0)
         )
-        return self._batch.nbytes_if(rows, width) + self._session_bytes()
 
     def _session_bytes(self) -> int:
-        return sum(c.nbytes for _, c in self._sessions.values())
+        return sum(c.nbytes for _, c, _ in self._sessions.values())
 
     def _restore(self, seq: _Seq) -> None:
         """Start the sequence's KV: a resident session turn, else the prefix store."""
         context = seq.context
         past: KvCache | None = None
+        stored = 0
         session = seq.req.session
         if session is not None and session in self._sessions:
-            ids, cache = self._sessions[session]
+            ids, cache, in_store = self._sessions[session]
             if len(ids) <= len(context) and tuple(context[: len(ids)]) == ids:
-                past = cache
+                past, stored = cache, in_store
                 del self._sessions[session]
         if past is None and self.prefix is not None:
             past = self.prefix.lookup(context).past
+            stored = 0 if past is None else past.seq_len
         covered = 0 if past is None else past.seq_len
+        seq.stored_tokens = min(stored, covered)
         if past is not None and covered >= len(context):
             covered = len(context) - 1  # a forward needs one new token to give logits
             past = past.slice(0, covered)
@@ -539,8 +562,10 @@ class Scheduler:
 
     def _publish(self, context: Sequence[int], cache: KvCache, seq: _Seq) -> None:
         if self.prefix is not None:
-            # Blocks it restored are in the store already.
-            self.prefix.publish(context, cache, seq.restored // self.prefix.block_tokens)
+            # From the first block the store lacks: those restored from it are there; a
+            # resident session's last turn may not be.
+            self.prefix.publish(context, cache, seq.stored_tokens // self.prefix.block_tokens)
+            seq.stored_tokens = len(context)
 
     def _decode(self) -> list[TokenDelta]:
         keys = list(self._batch.keys)
@@ -603,16 +628,36 @@ class Scheduler:
         assert session is not None
         ids = tuple(seq.context[: cache.seq_len])
         self._sessions.pop(session, None)
-        self._sessions[session] = (ids, cache)  # newest last: offloaded last
+        self._sessions[session] = (ids, cache, min(seq.stored_tokens, len(ids)))
 
-    def _offload_sessions(self) -> None:
-        """Move every resident session's KV to the store (without one: recomputed later)."""
-        while self._sessions:
-            session = next(iter(self._sessions))
-            ids, cache = self._sessions.pop(session)
+    def _offload_sessions(self, fits: Callable[[], bool], keep: str | None = None) -> None:
+        """Move resident sessions' KV to the store (without one: recomputed later) until
+        ``fits()``; never ``keep``, the session of the turn being admitted.
+
+        The session whose next use is furthest away goes first (Belady's rule): one with
+        no turn waiting, then the one whose waiting turn was submitted last (admission
+        is first come, first served within a priority).
+        """
+        if not self._sessions or fits():
+            return
+        next_use: dict[str, float] = {}
+        for queue in self._waiting.values():
+            for waiting in queue:
+                session = waiting.req.session
+                if session in self._sessions and session not in next_use:
+                    next_use[session] = waiting.submitted
+        order = sorted(
+            (s for s in self._sessions if s != keep),
+            key=lambda s: (s in next_use, -next_use.get(s, 0.0)),
+        )
+        for session in order:
+            ids, cache, stored = self._sessions.pop(session)
             if self.prefix is not None:
-                self.prefix.publish(ids, cache)
+                # Only the blocks the store lacks: the turn's prompt blocks are there.
+                self.prefix.publish(ids, cache, stored // self.prefix.block_tokens)
             self.stats.session_offloads += 1
+            if fits():
+                return
 
     def _make_room(self) -> None:
         """Preempt until the next decode step fits the KV budget."""
@@ -633,8 +678,7 @@ class Scheduler:
         if need() > budget and need(trim=True) <= budget:
             self._trim = True  # dropping the spare padding is enough
             return
-        if need(trim=True) > budget:
-            self._offload_sessions()
+        self._offload_sessions(lambda: need(trim=True) <= budget)
         while need(trim=True) > budget and len(self._running) + len(self._joining) > 1:
             self._preempt(self._victim())
         self._trim = need() > budget

@@ -8,6 +8,7 @@ tests/integration/test_llm_scheduler_real.py runs the identity on the real decod
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -247,6 +248,50 @@ def test_a_session_turn_resumes_from_the_previous_turn_kv() -> None:
     assert t2.token_ids == decode_greedy(decoder, second, 6, ()).token_ids
     # The first turn's prompt and completion (less its last, unfed token) were resident.
     assert t2.cached_tokens == len(first) + len(t1.token_ids) - 1
+
+
+def test_sessions_are_offloaded_only_as_needed_furthest_next_use_first() -> None:
+    """Under the budget, only as many resident sessions go to the store as the admission
+    needs: first one with no turn waiting (Belady's rule), and only the blocks the store
+    lacks; every turn's tokens stay those of greedy decoding."""
+    decoder = AttentionDecoder(6)
+    store = InMemorySnapshotStore(CodecConfig(codec="none"))
+    prefix = PrefixCache.for_decoder(decoder, store, block_tokens=4)
+    scheduler = Scheduler(decoder, SchedulerConfig(max_running=1), prefix=prefix)
+    rng = random.Random(6)
+    first = {s: tuple(rng.randrange(6, 97) for _ in range(12)) for s in "abc"}
+    for s, prompt in first.items():
+        scheduler.submit(Request(f"{s}1", prompt, 8, frozenset(), session=s))
+    while scheduler.pending:
+        scheduler.step()
+    assert not scheduler.step()  # idle: the loop's next call releases the finished rows
+    done = {f.key: f.token_ids for f in scheduler.take()}
+    assert set(scheduler._sessions) == {"a", "b", "c"}  # all three resident
+    published = prefix.stats.published_blocks
+    second = {s: (*first[s], *done[f"{s}1"], 1, 2, 3) for s in "ba"}
+    per_token = decoder.shape.kv_bytes_per_token
+    session_tokens = 12 + 8 - 1
+    # Room for b's turn beside one resident session, not two.
+    budget = per_token * (len(second["b"]) + 1 + session_tokens + 4)
+    scheduler.config = dataclasses.replace(scheduler.config, kv_budget_bytes=budget)
+    scheduler.submit(Request("b2", second["b"], 8, frozenset(), session="b"))
+    scheduler.submit(Request("a2", second["a"], 8, frozenset(), session="a"))
+    scheduler.step()
+    # c (no turn waiting) went to the store, though a was used longer ago: a's turn waits.
+    # b's KV became b2's.
+    assert scheduler.stats.session_offloads == 1
+    assert set(scheduler._sessions) == {"a"}
+    # c's prompt blocks were in the store since its prefill: only the rest were written;
+    # b2's prefill wrote its blocks from the first one the store lacked (b1's reply on).
+    c_blocks, stored = session_tokens // 4, len(first["c"]) // 4
+    written = (c_blocks - stored) + (len(second["b"]) // 4 - stored)
+    assert prefix.stats.published_blocks - published == written
+    assert prefix.lookup((*first["c"], *done["c1"])).cached_tokens == c_blocks * 4
+    while scheduler.pending:
+        scheduler.step()
+    got = {f.key: f.token_ids for f in scheduler.take()}
+    for s in "ba":
+        assert got[f"{s}2"] == decode_greedy(decoder, second[s], 8, ()).token_ids
 
 
 def test_a_failing_step_fails_its_requests_instead_of_the_thread() -> None:
