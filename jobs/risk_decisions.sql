@@ -32,11 +32,11 @@ SET 'python.fn-execution.bundle.time' = '5';
 -- keyBy before the operator is a network exchange, and each exchange would add up
 -- to the timeout to a decision's latency.
 SET 'execution.buffer-timeout.interval' = '5 ms';
--- Keep up to 10,000 accounts' spend per bucket in the Python worker's read cache
+-- Keep up to 100,000 accounts' spend per bucket in the Python worker's read cache
 -- (PyFlink's default: 1,000 map entries per key). A read that misses it waits for a
--- round trip to the JVM; with accounts that repeat (Zipf-like), 1,000 entries evict
--- accounts that come back.
-SET 'python.map-state.read-cache-size' = '10000';
+-- round trip to the JVM. The operator reads each bucket's map whole once, so while it
+-- fits here the cache also answers for accounts the map lacks (a first transaction).
+SET 'python.map-state.read-cache-size' = '100000';
 
 -- Raw bytes, so a malformed record reaches the operator and is dead-lettered.
 CREATE TEMPORARY TABLE transactions_raw (

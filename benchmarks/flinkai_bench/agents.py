@@ -34,8 +34,9 @@ per transaction, from send to the decision's write on the sink topic (seen by a
 system under test's processes over the backlog (the broker and this process, the load
 generator, are reported by process but left out of the total).
 
-``--legs ...,job-cache1000`` adds ``job`` with PyFlink's default Python state cache
-(1,000 accounts) instead of the script's 10,000. ``--floor`` runs the older decomposition of the job (:data:`FLOOR_LEGS`) instead.
+``--legs ...,job-per-event`` adds the job with the operator keyed by account deciding
+each event as it comes (:func:`flinkai_bench.agents_floor.decide_per_event`, the
+job's operator before it batched by bucket). ``--floor`` runs the older decomposition of the job (:data:`FLOOR_LEGS`) instead.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ GUARANTEES = {
     "job": "exactly-once (Kafka transactions committed by checkpoints)",
     "job-fixed": "exactly-once (Kafka transactions committed by checkpoints)",
     "job-distinct": "exactly-once (Kafka transactions committed by checkpoints)",
-    "job-cache1000": "exactly-once (Kafka transactions committed by checkpoints)",
+    "job-per-event": "exactly-once (Kafka transactions committed by checkpoints)",
 }
 #: Variants of the job leg: ``jobs/risk_decisions.sql`` with another operator named, or
 #: settings added. ``job-fixed``: a fixed decision (parse only); ``job-state``: + the
@@ -104,9 +105,8 @@ GUARANTEES = {
 #: Python key selector), the wiring before the key moved to the JVM. ``job-thread``: the
 #: real operator in PyFlink's thread mode. ``job-langgraph``: the real operator with
 #: ``'runtime' = 'langgraph'`` (LangGraph's Pregel invoke instead of the plan).
-#: ``job-cache1000``: the real operator with PyFlink's Python state cache at its default
-#: 1,000 entries instead of the script's 10,000 (a read that misses the cache waits
-#: for the JVM; every bundle's commit walks all of it).
+#: ``job-per-event``: the real operator keyed by account, deciding each event as it comes
+#: (no buckets), with the Python state cache at the 10,000 accounts it had.
 _OPERATOR_NAME = "flinkai.operators.agents.decide"
 JOB_VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "job-fixed-pykey": ("flinkai_bench.agents_floor.fixed_python_key", {}),
@@ -115,7 +115,10 @@ JOB_VARIANTS: dict[str, tuple[str, dict[str, str]]] = {
     "job-pykey": ("flinkai_bench.agents_floor.decide_python_key", {}),
     "job-thread": ("flinkai.operators.agents.decide", {"python.execution-mode": "thread"}),
     "job-langgraph": ("flinkai_bench.agents_floor.decide_langgraph", {}),
-    "job-cache1000": (_OPERATOR_NAME, {"python.state.cache-size": "1000"}),
+    "job-per-event": (
+        "flinkai_bench.agents_floor.decide_per_event",
+        {"python.state.cache-size": "10000"},
+    ),
 }
 FLOOR_LEGS = ("job-fixed-pykey", "job-fixed", "job-state", "job-pykey", "job-langgraph", "job")
 _OPERATOR = "flinkai.operators.agents.decide"

@@ -15,7 +15,14 @@ so ``jobs/risk_decisions.sql`` runs unchanged with one of them named instead:
 * :func:`decide_langgraph`: the real operator with ``'runtime' = 'langgraph'``: the
   graph run by LangGraph's compiled ``invoke`` (its Pregel loop) instead of the default
   plan runtime (:class:`~flinkai.agents.plan.GraphPlan`), to measure what that loop
-  costs inside the job.
+  costs inside the job;
+* :func:`decide_per_event`: the real operator without ``buckets``: keyed by account,
+  each event decided as it comes (a ``ValueState`` per account), the job's operator
+  before it batched by bucket.
+
+:func:`fixed` keeps the script's ``buckets`` (the same keying as the job; it holds no
+state and emits per event); the other stand-ins drop it and key by account, as
+they measure per-event keyed state.
 
 The real operator (default runtime) is the last step. Bench code only: the stand-ins
 decide nothing, and :func:`decide_langgraph` is the production operator with one option.
@@ -37,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "decide_langgraph",
+    "decide_per_event",
     "decide_python_key",
     "fixed",
     "fixed_python_key",
@@ -98,6 +106,17 @@ def decide_langgraph(
     return decide(t_env, table, {**options, "runtime": "langgraph"})
 
 
+def decide_per_event(
+    t_env: StreamTableEnvironment, table: Table, options: Mapping[str, str]
+) -> Table:
+    """The real operator keyed by account, per event (no ``buckets``)."""
+    return decide(t_env, table, _per_account(options))
+
+
+def _per_account(options: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in options.items() if k not in ("buckets", "flush_ms")}
+
+
 def fixed(t_env: StreamTableEnvironment, table: Table, options: Mapping[str, str]) -> Table:
     """Step (a): parse, then a fixed decision; no state, no graph."""
     return keyed_decisions(t_env, table, parse_options(options), _function(False))
@@ -105,7 +124,7 @@ def fixed(t_env: StreamTableEnvironment, table: Table, options: Mapping[str, str
 
 def state_only(t_env: StreamTableEnvironment, table: Table, options: Mapping[str, str]) -> Table:
     """Step (b): :func:`fixed` plus the keyed ``ValueState`` read and write."""
-    return keyed_decisions(t_env, table, parse_options(options), _function(True))
+    return keyed_decisions(t_env, table, parse_options(_per_account(options)), _function(True))
 
 
 def fixed_python_key(
@@ -122,7 +141,7 @@ def decide_python_key(
     from flinkai.operators.agents import _make_process_function
     from flinkai.operators.context import udf_errors
 
-    opts = parse_options(options)
+    opts = parse_options(_per_account(options))
     return _python_keyed(t_env, table, options, _make_process_function(opts, udf_errors(t_env)))
 
 

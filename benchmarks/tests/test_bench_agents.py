@@ -77,10 +77,10 @@ def test_a_variant_changes_a_setting_the_script_sets_in_place() -> None:
 
     script = (repo_root() or Path(".")) / "jobs" / "risk_decisions.sql"
     original = script.read_text(encoding="utf-8")
-    assert "SET 'python.state.cache-size' = '10000';" in original
-    text = _with_operator(script, _OPERATOR, {"python.state.cache-size": "1000"}).read_text()
-    assert text == original.replace("SET 'python.state.cache-size' = '10000';",
-                                    "SET 'python.state.cache-size' = '1000';")  # fmt: skip
+    line = "SET 'python.map-state.read-cache-size' = '100000';"
+    assert line in original
+    text = _with_operator(script, _OPERATOR, {"python.map-state.read-cache-size": "1000"})
+    assert text.read_text() == original.replace(line, line.replace("100000", "1000"))
 
 
 def test_p99_by_second_buckets_by_send_time() -> None:

@@ -368,6 +368,7 @@ def _make_bucket_function(opts: DecideOptions, udf_errors: ErrorPolicy) -> Any:
             # whether a timer is pending. The rows themselves live in Flink state.
             self._held: dict[str, int] = {}
             self._drain_armed: set[str] = set()
+            self._primed: set[str] = set()
 
         def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
             bucket = str(value[0])
@@ -396,8 +397,25 @@ def _make_bucket_function(opts: DecideOptions, udf_errors: ErrorPolicy) -> Any:
             if not rows:
                 return
             self._buffer.clear()
+            if bucket not in self._primed:
+                self._prime()
+                self._primed.add(bucket)
             for out in self._guard.batch(rows, self._decide, self._failed):
                 yield Row(*out)
+
+        def _prime(self) -> None:
+            """Read the bucket's spend map once, whole, on first sight in this worker.
+
+            PyFlink's read cache then holds every account of the bucket and knows it
+            does: a later read of an account the map lacks (a first transaction, most of
+            them with Zipf-like repeats) is answered in the worker, not by a round trip
+            to the JVM. Writes keep the cache whole; it stays so while the bucket's map
+            fits ``python.map-state.read-cache-size`` and was, when primed, at most one
+            ``python.map-state.iterate-response-batch-size`` (after a restore with more,
+            reads of absent accounts go to the JVM, as without priming).
+            """
+            for _ in self._spend.items():
+                pass
 
         def _decide(self, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
             # The new states are stored only once the whole batch is decided: if it
