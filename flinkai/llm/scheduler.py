@@ -294,6 +294,7 @@ class Scheduler:
         self._prefill: list[_Seq] = []
         self._running: dict[str, _Seq] = {}
         self._leaving: list[str] = []
+        self._released: list[str] = []  # left at the end of the last step (for the trace)
         self._trim = False  # the next batch change drops all spare padding (KV budget)
         self._joining: list[_Seq] = []
         self._first_deltas: list[TokenDelta] = []
@@ -415,15 +416,13 @@ class Scheduler:
                 self._waiting.setdefault(seq.req.priority, deque()).append(seq)
                 self._n_waiting += 1
         if not (self._n_waiting or self._prefill or self._running):
-            if self._leaving:  # idle: the finished rows' KV is not kept until the next prompt
-                self._batch.change(self._leaving, [])
-                self._leaving = []
+            self._release()
             self._update_gauges()
             return False
         self._admit(started)
         prefill_tokens = self._prefill_chunks()
         joined = [s.req.key for s in self._joining]
-        left = list(self._leaving)
+        left, self._released = [*self._released, *self._leaving], []
         self._make_room()
         self._batch.change(
             self._leaving, [(s.req.key, self._take_cache(s)) for s in self._joining], self._trim
@@ -434,6 +433,7 @@ class Scheduler:
         self._leaving, self._joining = [], []
         deltas = self._first_deltas + (self._decode() if self._running else [])
         self._first_deltas = []
+        self._release()
         self._step_no += 1
         self.stats.steps += 1
         step_ms = (self.clock() - started) * 1000.0
@@ -453,6 +453,21 @@ class Scheduler:
         if deltas and self.on_delta is not None:
             self.on_delta(deltas)
         return True
+
+    def _release(self) -> None:
+        """Drop the rows that finished this step (one row moved each) and, if the session
+        KV they left made the worker exceed its budget, offload sessions at once."""
+        if self._leaving:
+            self._batch.change(self._leaving, [])
+            self._released.extend(self._leaving)
+            self._leaving = []
+        budget = self.config.kv_budget_bytes
+        if budget and self._sessions:
+            self._offload_sessions(functools.partial(self._held_fits, budget))
+
+    def _held_fits(self, budget: int) -> bool:
+        prefill = sum(x.cache.nbytes for x in self._prefill if x.cache is not None)
+        return self._batch.nbytes + prefill + self._session_bytes() <= budget
 
     def _take_cache(self, seq: _Seq) -> KvCache:
         cache = seq.cache
