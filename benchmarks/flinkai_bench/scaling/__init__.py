@@ -3,8 +3,10 @@
 The harness (:mod:`.harness`) runs ``jobs/embed_clicks.sql`` in application mode with
 the reactive scheduler, keeps a backlog in its 3-partition input (``--lead-s`` seconds
 of the job's measured drain rate, :mod:`.load`), and adds and removes
-TaskManagers as the HPA's decision step (the chart's metric, target, tolerance,
-stabilisation windows and Pods policies, windows shortened) says. It reports the time
+TaskManagers as the Kubernetes HPA controller would: every metric the chart renders with
+the stated values, read from a real Prometheus through the chart's adapter queries,
+the controller's arithmetic with the chart's windows and policies times a named time
+scale. It reports the time
 from the signal crossing its target to the new TaskManager running tasks, the time
 until the backlog is back under target, the committed-input rate before and after,
 the scale-down, the parallelism from the REST API, and the exact exactly-once check.
@@ -103,6 +105,10 @@ def _handle(args: argparse.Namespace) -> int:
         progress=(lambda line: print(line, flush=True)) if args.verbose else (lambda line: None),
     )
     print(format_table(run, figures))
+    from flinkai_bench.scaling.report import summary
+
+    for key, value in summary(run, figures).items():
+        print(f"{key}: {value}")  # the values and shortcuts it ran with, and what it measured
     if run.error:
         print(f"error: {run.error}")
     return 0 if run.exactly_once_ok and not run.error else 1
