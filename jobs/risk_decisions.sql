@@ -19,8 +19,9 @@
 --   RISK_MODELS (default: $FLINKAI_HOME/models/risk), RISK_ACCOUNTS (default: the
 --   shared credit_default.csv), DELIVERY_GUARANTEE (default exactly-once),
 --   TRANSACTIONAL_ID_PREFIX (built in: per job),
---   RISK_BUCKETS (default 2: keys, each with one timer and one batch; at least the
---   parallelism), RISK_FLUSH_MS (default 5: how long a transaction waits for others).
+--   RISK_BUCKETS (default 1: keys, each with its own timer, batch and state requests;
+--   set it to at least the parallelism: a subtask without a bucket idles),
+--   RISK_FLUSH_MS (default 5: how long a transaction waits for others).
 -- Build the models first: flinkai model train-risk.
 
 SET 'pipeline.name' = 'flinkai-risk-decisions';
@@ -117,7 +118,7 @@ CREATE TEMPORARY VIEW decided AS
   WITH ('key' = 'account_id', 'payload' = 'payload',
         'partition' = 'source_partition', 'offset' = 'source_offset',
         'models' = '${RISK_MODELS:-}', 'accounts' = '${RISK_ACCOUNTS:-}',
-        'buckets' = '${RISK_BUCKETS:-2}', 'flush_ms' = '${RISK_FLUSH_MS:-5}');
+        'buckets' = '${RISK_BUCKETS:-1}', 'flush_ms' = '${RISK_FLUSH_MS:-5}');
 
 INSERT INTO decisions_out
 SELECT tx_id, account_id, ts_ms, amount, approved, reasons, fraud_score, credit_status,

@@ -34,7 +34,7 @@ Used from a SQL script (the runner's ``APPLY OPERATOR`` statement)::
 
     CREATE TEMPORARY VIEW decisions AS
       APPLY OPERATOR 'flinkai.operators.agents.decide' TO transactions
-      WITH ('key' = 'account_id', 'payload' = 'payload', 'buckets' = '2');
+      WITH ('key' = 'account_id', 'payload' = 'payload', 'buckets' = '1');
 
 Options:
     key: The account column (events are keyed by it).
