@@ -211,7 +211,10 @@ def summarize(
         "offload_tok_s_ratio": memory.get("tok_s_ratio"),
         "offload_peak_rss_ratio": memory.get("peak_rss_ratio"),
         "burst_restarts": max((b["restarts"] for b in bursts_), default=None),
-        "burst_checkpoint_max_ms": max((b["checkpoint_max_ms"] for b in bursts_), default=None),
+        "burst_checkpoint_max_ms": max(
+            (b["checkpoint_max_ms"] for b in bursts_ if b["checkpoint_max_ms"] is not None),
+            default=None,
+        ),
         "burst_identical": all(b["identical"] for b in bursts_) if bursts_ else None,
         "burst_1024_drain_s": next((b["drain_s"] for b in bursts_ if b["prompts"] == 1024), None),
         "burst_1024_tok_s": next((b["tok_s"] for b in bursts_ if b["prompts"] == 1024), None),

@@ -231,8 +231,9 @@ def bursts(
             "drain_s": round(drain_s, 1),
             "tok_s": round(tokens / drain_s, 1) if drain_s > 0 else None,
             "checkpoints": len(during),
+            # None, not 0, when no checkpoint fell in the burst: nothing was measured.
             "checkpoint_max_ms": max((int(c.get("end_to_end_duration") or 0) for c in during),
-                                     default=0),
+                                     default=None),
             "checkpoints_failed": sum(1 for c in during if c.get("status") == "FAILED"),
             "restarts": job.api.restarts(job.job_id) - restarts_before,
             "identical": identity["identical"] and identity["compared"] == size,
