@@ -244,7 +244,7 @@ def test_out_of_range_values_fail_helm_template(helm_args: list[str], expected: 
 def test_flink_rescale_keys_are_flink_2_executing_phase() -> None:
     conf = _objects(_render())["ConfigMap/flinkai-flink"]["data"]["flink-properties"]
     lines = dict(line.strip().split(": ", 1) for line in conf.strip().splitlines())
-    assert lines["jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout"] == "60s"
+    assert lines["jobmanager.adaptive-scheduler.executing.resource-stabilization-timeout"] == "30s"
     assert lines["jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling"] == "30s"
     assert lines["jobmanager.adaptive-scheduler.submission.resource-stabilization-timeout"] == "10s"
     # The deprecated alias (of the submission timeout) is not set under its old name.

@@ -86,13 +86,15 @@ class ScalingOptions:
             one TaskManager embeds per second here with the model used (the null model
             ran at about 900 records/s on one TaskManager of this 2-core machine).
         resource_stabilization / cooldown / submission_stabilization: Flink's
-            ``flink.rescale.*`` values (chart 60s / 30s / 10s), scaled like the windows.
+            ``flink.rescale.*`` values (chart 30s / 30s / 10s), scaled like the windows.
         bundle: Python bundle and Arrow batch rows (small, so ``pendingRecords`` is
             not hidden in the worker's bundle).
         fetch_bytes: The consumer's prefetch per partition (``SOURCE_FETCH_BYTES``):
             ``pendingRecords`` does not count prefetched records, and Kafka's default
             1 MB holds thousands of click events per partition.
         timeout_s: Bound on the run's scaling loop.
+        settle_s: After a scale-down, how long the run waits for the next one (down to
+            ``minReplicas``) before it ends.
         drain_wait_s: After the loop, how long to wait for every offered record to
             be committed before the exact check (matters after a timeout).
         offset_retries: Attempts per tick at reading the group's committed offsets
@@ -111,13 +113,14 @@ class ScalingOptions:
     tick_s: float = 1.0
     time_scale: float = 0.1
     rows_target: int = 800
-    resource_stabilization: str = "6s"
+    resource_stabilization: str = "6s"  # the chart's 30s would add 30 s per scale-up
     cooldown: str = "3s"
     submission_stabilization: str = "1s"
     bundle: int = 64
     fetch_bytes: int = 65536
     timeout_s: float = 900.0
     drain_wait_s: float = 120.0
+    settle_s: float = 120.0
     offset_retries: int = 3
     null_model: bool = True
     text_words: int = 24
@@ -416,7 +419,7 @@ def shortcuts(options: ScalingOptions) -> list[str]:
         f"time_scale {options.time_scale:g}: the HPA's stabilisation windows and policy "
         "periods, and the adapter's backlog and rows windows, are the chart's times this",
         f"flink.rescale.* at {options.resource_stabilization} / {options.cooldown} / "
-        f"{options.submission_stabilization} (chart 60s / 30s / 10s), scaled likewise",
+        f"{options.submission_stabilization} (chart 30s / 30s / 10s)",
         f"the HPA syncs every {options.tick_s:g} s (kube-controller-manager: 15 s)",
         "pods are local TaskManager processes (started and SIGTERMed by the harness as the "
         "Deployment's ReplicaSet would); Prometheus scrapes each one every 1 s",
@@ -808,9 +811,11 @@ def _loop(
             and running
             and parallelism == replicas
             and committed == produced
+            and (replicas == hpa.min_replicas or now - run.events[-1].t >= options.settle_s)
         ):
-            # A scale-down ran and everything offered is committed. Not waiting for
-            # minReplicas: after a failover the surviving TaskManager's reporter may stop
-            # serving the source's metrics (seen here), and the HPA then holds, as it should.
+            # Scaled down to minReplicas, or held there for settle_s, with everything
+            # offered committed. After a failover the surviving TaskManagers' reporters
+            # may stop serving the source's metrics (seen here); the HPA then holds the
+            # scale-down, as Kubernetes would, and the run must still end.
             return
         time.sleep(max(0.0, options.tick_s - (time.monotonic() - t0 - now)))
