@@ -95,6 +95,8 @@ def _handle(args: argparse.Namespace) -> int:
         partitions=args.partitions,
         load=LoadPlan(seed=args.seed, lead_s=args.lead_s, max_records=args.max_records),
         hold_s=args.hold_s,
+        time_scale=args.time_scale,
+        resource_stabilization=args.stabilization,
         null_model=not args.real_model,
     )
     run, figures = run_bench(
@@ -140,6 +142,17 @@ def register(subparsers: Any) -> None:
         "--max-records", type=int, default=defaults.load.max_records, help="bound on all input"
     )
     p.add_argument("--hold-s", type=float, default=defaults.hold_s)
+    p.add_argument(
+        "--time-scale",
+        type=float,
+        default=defaults.time_scale,
+        help="every chart window and policy period times this (a named shortcut)",
+    )
+    p.add_argument(
+        "--stabilization",
+        default=defaults.resource_stabilization,
+        help="flink.rescale.stabilizationTimeout for the run (a Flink duration, e.g. 6s)",
+    )
     p.add_argument(
         "--real-model", action="store_true", help="embed with the real model, not the null one"
     )
