@@ -121,7 +121,7 @@ TABLES: dict[str, TableSpec] = {
         note="Quick suite profile: one fault of each kind, fault to first new commit.",
     ),
     "scaling": TableSpec(
-        source=f"{_D4}/scaling.json",
+        source=f"{_D6}/scaling.json",
         rows="figures.scale_events",
         columns=(
             col("change", "kind"),
