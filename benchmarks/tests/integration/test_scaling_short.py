@@ -6,7 +6,8 @@ The bench's harness (:func:`flinkai_bench.scaling.harness.run_scaling`) at its s
 stated values is read from a real Prometheus (scraping each TaskManager) through the
 prometheus-adapter queries of the rendered chart, and the Kubernetes controller's
 arithmetic decides (:class:`~flinkai_bench.autoscaling.hpa.HorizontalPodAutoscaler`).
-Windows and periods are the chart's times ``time_scale`` (named in the output). A second
+Windows and periods are the chart's times ``time_scale`` 0.03 (named in the output):
+the down window is 18 s, the up policy +2 pods per 3.6 s. A second
 HPA, rendered with the chart's default ``taskmanager.gpu.enabled=true``, decides on the
 same reads: its GPU series is missing here, and it must hold the scale-down.
 The longer run with three or more rescales is ``flinkai bench scaling``.
@@ -27,9 +28,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 OPTIONS = ScalingOptions(
     partitions=2,
     load=LoadPlan(seed=3000, lead_s=6.0),
-    hold_s=4.0,
+    hold_s=2.0,
     load_timeout_s=90.0,
-    time_scale=0.05,
+    time_scale=0.03,
     resource_stabilization="2s",
     cooldown="2s",
     submission_stabilization="1s",
