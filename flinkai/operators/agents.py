@@ -364,8 +364,8 @@ def _make_bucket_function(opts: DecideOptions, udf_errors: ErrorPolicy) -> Any:
             internal = group.counter(metrics.INTERNAL_ERRORS.name)
             self._guard = RowGuard("flinkai-risk", udf_errors, internal.inc)
             # Per bucket, in this worker's memory: rows added since its last decision (a
-            # trigger only; after a restore the buffer in state may hold more) and
-            # whether a timer is pending. The rows themselves live in Flink state.
+            # trigger only; after a restore the buffer in state may hold more), and
+            # whether the end-of-input timer is set. The rows live in Flink state.
             self._held: dict[str, int] = {}
             self._drain_armed: set[str] = set()
             self._primed: set[str] = set()
