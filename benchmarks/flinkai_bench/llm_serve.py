@@ -134,8 +134,7 @@ def _handle(args: argparse.Namespace) -> int:
         "config": {"new_tokens": args.new_tokens, "pool": args.pool, "seconds": args.seconds,
                    "fractions": fractions, "seed": args.seed, "llm": {
                        k: getattr(config.llm, k) for k in
-                       ("max_running", "step_tokens", "idle_prefill_tokens", "kv_budget_bytes",
-                        "poll_ms", "store")}},
+                       ("max_running", "step_tokens", "kv_budget_bytes", "poll_ms", "store")}},
         "single_step_ms": round(step_ms, 2),
         "median_past": median_past,
         "rows": {},

@@ -461,9 +461,6 @@ class LlmConfig:
         max_running: Sequences the scheduler decodes together per worker.
         step_tokens: Tokens per scheduler step: one per running sequence, the rest
             prefill chunks (so a long prompt delays running ones by one chunk at most).
-        idle_prefill_tokens: Prefill tokens per step while no prompt waits for
-            admission: small chunks keep inter-token latency low when there is no
-            backlog; a backlog brings back ``step_tokens``. 0: always ``step_tokens``.
         kv_budget_bytes: KV bytes per worker (padding included); admission waits and
             the lowest priority is preempted to the store at the budget; 0: no budget.
             A prompt whose KV can never fit is dead-lettered (``kv_budget_exceeded``).
@@ -493,7 +490,6 @@ class LlmConfig:
     store_dtype: Literal["same", "float16"] = "same"
     max_running: int = 32
     step_tokens: int = 64
-    idle_prefill_tokens: int = 16
     kv_budget_bytes: int = 256 * 1024 * 1024
     priority_aging_s: float = 10.0
     max_waiting: int = 100_000
@@ -508,10 +504,8 @@ class LlmConfig:
         ):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ConfigError(f"llm.{name} must be >= 1, got {getattr(self, name)}")
-        if min(self.cache_max_bytes, self.kv_budget_bytes, self.idle_prefill_tokens) < 0:
-            raise ConfigError(
-                "llm.cache_max_bytes, llm.kv_budget_bytes and llm.idle_prefill_tokens must be >= 0"
-            )
+        if self.cache_max_bytes < 0 or self.kv_budget_bytes < 0:
+            raise ConfigError("llm.cache_max_bytes and llm.kv_budget_bytes must be >= 0")
         if not self.priority_aging_s > 0:
             raise ConfigError(f"llm.priority_aging_s must be > 0, got {self.priority_aging_s}")
         if self.cache_ttl_s is not None and not self.cache_ttl_s > 0:

@@ -169,7 +169,6 @@ class CompletionService:
             SchedulerConfig(
                 max_running=llm.max_running,
                 step_tokens=llm.step_tokens,
-                idle_prefill_chunk=llm.idle_prefill_tokens,
                 kv_budget_bytes=llm.kv_budget_bytes,
                 aging_s=llm.priority_aging_s,
                 max_waiting=llm.max_waiting,

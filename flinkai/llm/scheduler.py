@@ -75,11 +75,6 @@ class SchedulerConfig:
         step_tokens: Tokens one step may process: one per running row, the rest for
             prefill chunks (at least ``min_prefill_chunk``).
         min_prefill_chunk: Prefill tokens per step even when the batch is full.
-        idle_prefill_chunk: Prefill tokens per step while no request waits behind the
-            ones prefilling (0: off). Each prefill chunk is a forward of its own that
-            running sequences wait for; with no backlog to clear, small chunks keep
-            their inter-token latency near a decode step, and a backlog brings the
-            full ``step_tokens`` back for throughput.
         kv_budget_bytes: Bytes of KV (padding included) the worker may hold; 0: none.
         aging_s: A waiting request gains one priority level per this many seconds.
         max_waiting: Requests beyond this many waiting are refused (``queue_full``).
@@ -89,7 +84,6 @@ class SchedulerConfig:
     max_running: int = 32
     step_tokens: int = 64
     min_prefill_chunk: int = 16
-    idle_prefill_chunk: int = 0
     kv_budget_bytes: int = 0
     aging_s: float = 10.0
     max_waiting: int = 100_000
@@ -99,13 +93,8 @@ class SchedulerConfig:
         for name in ("max_running", "step_tokens", "min_prefill_chunk"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if (
-            min(self.kv_budget_bytes, self.max_waiting, self.trace_steps, self.idle_prefill_chunk)
-            < 0
-        ):
-            raise ValueError(
-                "kv_budget_bytes, max_waiting, trace_steps and idle_prefill_chunk must be >= 0"
-            )
+        if self.kv_budget_bytes < 0 or self.max_waiting < 0 or self.trace_steps < 0:
+            raise ValueError("kv_budget_bytes, max_waiting and trace_steps must be >= 0")
         if not self.aging_s > 0:
             raise ValueError(f"aging_s must be > 0, got {self.aging_s}")
 
@@ -563,8 +552,6 @@ class Scheduler:
     def _prefill_chunks(self) -> int:
         cfg = self.config
         budget = max(cfg.step_tokens - len(self._running), cfg.min_prefill_chunk)
-        if cfg.idle_prefill_chunk and not self._n_waiting:
-            budget = min(budget, cfg.idle_prefill_chunk)
         used = 0
         while self._prefill and used < budget:
             seq = self._prefill[0]

@@ -142,32 +142,6 @@ def test_a_long_prompt_is_prefilled_in_chunks_within_the_step_budget() -> None:
     assert got["long"] == decode_greedy(decoder, long_prompt, 4, ()).token_ids
 
 
-def test_with_no_backlog_prefill_chunks_shrink_and_a_backlog_restores_them() -> None:
-    decoder = AttentionDecoder(8)
-    config = SchedulerConfig(step_tokens=24, min_prefill_chunk=4, idle_prefill_chunk=4)
-    scheduler = Scheduler(decoder, dataclasses.replace(config, trace_steps=1000))
-    rng = random.Random(8)
-    prompt = tuple(rng.randrange(97) for _ in range(40))
-    scheduler.submit(Request("alone", prompt, 3, frozenset()))
-    while scheduler.pending:
-        scheduler.step()
-    alone = [t.prefill_tokens for t in scheduler.trace if t.prefill_tokens]
-    assert max(alone) == 4 and sum(alone) == 40  # nothing waited: small chunks
-    for i in range(6):
-        scheduler.submit(Request(f"q{i}", prompt[: 30 + i], 3, frozenset()))
-    scheduler.step()  # admits all six (max_running 32): nothing waits behind them
-    assert scheduler.trace[-1].prefill_tokens == 4
-    busy = Scheduler(decoder, dataclasses.replace(config, max_running=1, trace_steps=100))
-    for i in range(3):
-        busy.submit(Request(f"b{i}", prompt, 3, frozenset()))
-    busy.step()  # two wait behind the one admitted: the full step budget
-    assert busy.trace[-1].prefill_tokens == 24
-    while busy.pending:
-        busy.step()
-    got = {f.key: f.token_ids for f in busy.take()}
-    assert got["b0"] == decode_greedy(decoder, prompt, 3, ()).token_ids
-
-
 def test_priority_orders_admission_and_aging_prevents_starvation() -> None:
     decoder = AttentionDecoder(2)
     now = [0.0]
