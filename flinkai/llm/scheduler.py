@@ -284,6 +284,7 @@ class Scheduler:
         self._running: dict[str, _Seq] = {}
         self._leaving: list[str] = []
         self._released: list[str] = []  # left at the end of the last step (for the trace)
+        self._done: list[Finished] = []  # finished this step, published after its deltas
         self._trim = False  # the next batch change drops all spare padding (KV budget)
         self._joining: list[_Seq] = []
         self._first_deltas: list[TokenDelta] = []
@@ -441,6 +442,13 @@ class Scheduler:
         self._update_gauges()
         if deltas and self.on_delta is not None:
             self.on_delta(deltas)
+        # Results become visible to take() only after their last delta went out: a
+        # caller that takes a result may drop its deltas' state at once.
+        if self._done:
+            with self._lock:
+                for done in self._done:
+                    self._finished[done.key] = done
+            self._done = []
         return True
 
     def _release(self) -> None:
@@ -634,8 +642,7 @@ class Scheduler:
             e2e_ms=(now - seq.submitted) * 1000.0,
             preemptions=seq.preemptions,
         )
-        with self._lock:
-            self._finished[key] = done
+        self._done.append(done)
 
     def _keep_session(self, seq: _Seq, cache: KvCache) -> None:
         """Keep a finished turn's KV for the session's next turn (resident; offloaded later)."""
@@ -728,6 +735,9 @@ class Scheduler:
         self._leaving.clear()
         self._batch = KvBatch(self.shape)
         with self._lock:
+            for done in self._done:  # finished before the step failed: not lost
+                self._finished[done.key] = done
+            self._done = []
             for seq in seqs:
                 self._finished[seq.req.key] = Finished(
                     seq.req.key, tuple(seq.generated), "error", len(seq.req.prompt_ids),

@@ -17,7 +17,7 @@ import pytest
 from flinkai.llm.batch import KvBatch
 from flinkai.llm.generate import decode_greedy
 from flinkai.llm.prefix import PrefixCache
-from flinkai.llm.scheduler import Request, Scheduler, SchedulerConfig
+from flinkai.llm.scheduler import Request, Scheduler, SchedulerConfig, TokenDelta
 from flinkai.state import CodecConfig, InMemorySnapshotStore
 from tests.unit.llm_fake import AttentionDecoder
 
@@ -291,6 +291,30 @@ def test_sessions_are_offloaded_only_as_needed_furthest_next_use_first() -> None
     got = {f.key: f.token_ids for f in scheduler.take()}
     for s in "ba":
         assert got[f"{s}2"] == decode_greedy(decoder, second[s], 8, ()).token_ids
+
+
+def test_a_result_is_taken_only_after_its_last_delta_went_out() -> None:
+    """A caller that takes a result may drop that request's delta state at once (the
+    service does); so every finished delta must reach ``on_delta`` first."""
+    decoder = AttentionDecoder(9)
+    early: list[str] = []
+    scheduler: Scheduler
+
+    def on_delta(deltas: list[TokenDelta]) -> None:
+        for d in deltas:
+            if d.finished and scheduler.take([d.key]):
+                early.append(d.key)
+
+    scheduler = Scheduler(decoder, SchedulerConfig(), on_delta=on_delta)
+    rng = random.Random(9)
+    for k, p in enumerate(_prompts(rng, 12)):
+        scheduler.submit(Request(str(k), tuple(p), rng.randint(1, 6), STOP))
+    taken: set[str] = set()
+    while scheduler.pending:
+        scheduler.step()
+        taken |= {f.key for f in scheduler.take()}
+    assert not early, f"results taken before their last delta: {early}"
+    assert taken == {str(k) for k in range(12)}
 
 
 def test_a_failing_step_fails_its_requests_instead_of_the_thread() -> None:
