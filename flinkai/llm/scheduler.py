@@ -387,9 +387,7 @@ class Scheduler:
                 self._fail_all(f"internal_error: {type(e).__name__}: {e}")
 
     def _has_work(self) -> bool:
-        return bool(
-            self._inbox or self._n_waiting or self._prefill or self._running or self._leaving
-        )
+        return bool(self._inbox or self._n_waiting or self._prefill or self._running)
 
     # -- one iteration -------------------------------------------------------------------
 
@@ -406,7 +404,6 @@ class Scheduler:
                 self._waiting.setdefault(seq.req.priority, deque()).append(seq)
                 self._n_waiting += 1
         if not (self._n_waiting or self._prefill or self._running):
-            self._release()
             self._update_gauges()
             return False
         self._admit(started)
@@ -463,8 +460,14 @@ class Scheduler:
             self._offload_sessions(functools.partial(self._held_fits, budget))
 
     def _held_fits(self, budget: int) -> bool:
-        prefill = sum(x.cache.nbytes for x in self._prefill if x.cache is not None)
-        return self._batch.nbytes + prefill + self._session_bytes() <= budget
+        return self._held_bytes() <= budget
+
+    def _prefill_bytes(self) -> int:
+        return sum(x.cache.nbytes for x in self._prefill if x.cache is not None)
+
+    def _held_bytes(self) -> int:
+        """KV the worker holds now: the batch, prompts mid-prefill, resident sessions."""
+        return self._batch.nbytes + self._prefill_bytes() + self._session_bytes()
 
     def _take_cache(self, seq: _Seq) -> KvCache:
         cache = seq.cache
@@ -694,8 +697,11 @@ class Scheduler:
                 [self._batch.length(k) for k in staying] + [len(s.context) for s in self._joining],
                 trim,
             )
-            prefill = sum(s.cache.nbytes for s in self._prefill if s.cache is not None)
-            return self._batch.nbytes_if(rows, width + 1) + prefill + self._session_bytes()
+            return (
+                self._batch.nbytes_if(rows, width + 1)
+                + self._prefill_bytes()
+                + self._session_bytes()
+            )
 
         if need() > budget and need(trim=True) <= budget:
             self._trim = True  # dropping the spare padding is enough
@@ -749,6 +755,5 @@ class Scheduler:
         s = self.stats
         s.running = len(self._running) + len(self._prefill)
         s.waiting = self._n_waiting + len(self._inbox)
-        prefill = sum(x.cache.nbytes for x in self._prefill if x.cache is not None)
-        s.kv_bytes = self._batch.nbytes + prefill + self._session_bytes()
+        s.kv_bytes = self._held_bytes()
         s.peak_kv_bytes = max(s.peak_kv_bytes, s.kv_bytes)
