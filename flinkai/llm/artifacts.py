@@ -24,6 +24,7 @@ from typing import Any
 
 from flinkai.llm.cache import ModelShape
 from flinkai.llm.errors import LlmArtifactError
+from flinkai.llm.lora import LoraSpec
 from flinkai.paths import models_dir
 
 __all__ = [
@@ -51,10 +52,10 @@ TOKENIZER_FILE = "tokenizer.json"
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 
 
-def input_names(n_layers: int) -> list[str]:
-    """Graph inputs in feed order: ids, mask, positions, then key/value per layer."""
+def input_names(n_layers: int, lora: LoraSpec | None = None) -> list[str]:
+    """Graph inputs in feed order: ids, mask, positions, key/value per layer, then LoRA."""
     past = [f"past_key_values.{i}.{kind}" for i in range(n_layers) for kind in ("key", "value")]
-    return ["input_ids", "attention_mask", "position_ids", *past]
+    return ["input_ids", "attention_mask", "position_ids", *past, *(lora.names() if lora else [])]
 
 
 def output_names(n_layers: int) -> list[str]:
@@ -108,6 +109,8 @@ class LlmManifest:
         files: Every file of the folder except the manifest.
         created_at: ISO-8601 UTC time of the export.
         format_version: Version of this layout.
+        extra: Free notes of the exporter.
+        lora: The LoRA inputs of the graph (``export-llm --lora-rank``); None: none.
     """
 
     model_id: str
@@ -127,10 +130,12 @@ class LlmManifest:
     created_at: str
     format_version: int = FORMAT_VERSION
     extra: Mapping[str, Any] = field(default_factory=dict)
+    lora: LoraSpec | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data."""
         data = asdict(self)
+        data["lora"] = None if self.lora is None else self.lora.to_dict()
         data["shape"] = self.shape.cache_fields()
         data["eos_token_ids"] = list(self.eos_token_ids)
         data["inputs"] = list(self.inputs)
@@ -172,6 +177,7 @@ class LlmManifest:
             created_at=str(data["created_at"]),
             format_version=int(data["format_version"]),
             extra=dict(data.get("extra", {})),
+            lora=None if data.get("lora") is None else LoraSpec.from_dict(data["lora"]),
         )
 
     def write(self, folder: Path) -> Path:
@@ -235,7 +241,8 @@ def _verify(root: Path, manifest: LlmManifest, *, checksums: bool) -> None:
                 raise LlmArtifactError(
                     f"{path}: model_version {manifest.model_version} is not its sha256 prefix"
                 )
-    want_in, want_out = input_names(manifest.shape.n_layers), output_names(manifest.shape.n_layers)
+    n_layers = manifest.shape.n_layers
+    want_in, want_out = input_names(n_layers, manifest.lora), output_names(n_layers)
     if list(manifest.inputs) != want_in or list(manifest.outputs) != want_out:
         raise LlmArtifactError(
             f"{root / MANIFEST_FILE}: graph names do not match a "

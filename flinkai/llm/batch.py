@@ -20,13 +20,14 @@ no row needs any more.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from flinkai.llm.cache import KvCache, ModelShape
+from flinkai.llm.lora import Adapter, LoraSpec
 
 __all__ = ["BatchForward", "KvBatch", "StepInputs"]
 
@@ -42,6 +43,7 @@ class StepInputs:
     input_ids: np.ndarray  # [rows, 1] int64
     attention_mask: np.ndarray  # [rows, width + 1] int64
     position_ids: np.ndarray  # [rows, 1] int64
+    lora: Mapping[str, np.ndarray] | None = None  # name -> [rows, ...]: each row's adapter
 
 
 class BatchForward(Protocol):
@@ -80,21 +82,68 @@ class _Buffers:
         return [f[:need].reshape(rows, s.n_kv_heads, width, s.head_dim) for f in self.flats]
 
 
+class _LoraRows:
+    """Each row's adapter matrices, ``[rows, ...]`` per LoRA input, in row order.
+
+    Rows move as the KV rows do (a leave moves the last row into the gap), so an
+    adapter is copied once, when its row joins.
+    """
+
+    def __init__(self, spec: LoraSpec) -> None:
+        self.spec = spec
+        self.zeros = spec.zeros()
+        self.store: dict[str, np.ndarray] = {}
+        self.adapters: list[Adapter | None] = []
+
+    def _grow(self, rows: int) -> None:
+        have = next(iter(self.store.values())).shape[0] if self.store else 0
+        if rows <= have:
+            return
+        cap = max(rows, 2 * have, 4)
+        grown = {n: np.zeros((cap, *z.shape), np.float32) for n, z in self.zeros.items()}
+        for n, old in self.store.items():
+            grown[n][:have] = old
+        self.store = grown
+
+    def append(self, adapter: Adapter | None) -> None:
+        i = len(self.adapters)
+        self._grow(i + 1)
+        src = self.zeros if adapter is None else adapter.params
+        for n, buf in self.store.items():
+            buf[i] = src[n]
+        self.adapters.append(adapter)
+
+    def remove(self, i: int) -> None:
+        last = len(self.adapters) - 1
+        if i != last:
+            for buf in self.store.values():
+                buf[i] = buf[last]
+            self.adapters[i] = self.adapters[last]
+        self.adapters.pop()
+
+    def inputs(self) -> dict[str, np.ndarray]:
+        rows = len(self.adapters)
+        return {n: buf[:rows] for n, buf in self.store.items()}
+
+
 class KvBatch:
     """The running rows' KV, left-padded to one width; rows are addressed by key.
 
     Args:
         shape: The decoder's cache shape.
+        lora: The decoder's LoRA inputs; each row then carries its adapter (or zeros).
     """
 
-    def __init__(self, shape: ModelShape) -> None:
+    def __init__(self, shape: ModelShape, lora: LoraSpec | None = None) -> None:
         self.shape = shape
+        self.lora = lora
         self.rebuilds = 0
         self.rebuild_s = 0.0
         self._reset()
 
     def _reset(self) -> None:
         # New buffers: an idle batch gives its memory back.
+        self._lora_rows = _LoraRows(self.lora) if self.lora is not None else None
         self._buffers = (_Buffers(self.shape), _Buffers(self.shape))
         self.keys: list[str] = []
         self._cur = 0  # which of the two buffers holds the past
@@ -136,10 +185,23 @@ class KvBatch:
             return width
         return self.width
 
+    def adapter(self, key: str) -> Adapter | None:
+        """The adapter a row decodes with."""
+        if self._lora_rows is None:
+            return None
+        return self._lora_rows.adapters[self.keys.index(key)]
+
     def change(
-        self, leave: Sequence[str], join: Sequence[tuple[str, KvCache]], trim: bool = False
+        self,
+        leave: Sequence[str],
+        join: Sequence[tuple[str, KvCache]],
+        trim: bool = False,
+        adapters: Mapping[str, Adapter | None] | None = None,
     ) -> None:
-        """Drop rows ``leave`` and append the rows ``join`` (``trim``: drop all spare padding)."""
+        """Drop rows ``leave`` and append the rows ``join`` (``trim``: drop all spare padding).
+
+        ``adapters`` names a joining row's adapter (absent: the base model).
+        """
         if not leave and not join and not trim:
             return
         started = time.perf_counter()
@@ -155,10 +217,16 @@ class KvBatch:
             self._rewidth(width)
         for key, cache in join:
             self._append(key, cache)
+            if self._lora_rows is not None:
+                self._lora_rows.append((adapters or {}).get(key))
+            elif adapters and adapters.get(key) is not None:
+                raise ValueError(f"row {key!r} has an adapter; this batch takes none")
         self.rebuild_s += time.perf_counter() - started
 
     def _remove(self, i: int) -> None:
         last = len(self.keys) - 1
+        if self._lora_rows is not None:
+            self._lora_rows.remove(i)
         if i != last:  # the last row fills the gap: one row copied, not the batch
             for arr in self._past:
                 arr[i] = arr[last]
@@ -221,6 +289,7 @@ class KvBatch:
             input_ids=np.asarray(tokens, dtype=np.int64).reshape(rows, 1),
             attention_mask=mask,
             position_ids=self._lengths.reshape(rows, 1).copy(),
+            lora=self._lora_rows.inputs() if self._lora_rows is not None else None,
         )
         other = 1 - self._cur
         present = self._buffers[other].views(rows, self.width + 1)

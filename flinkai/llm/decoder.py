@@ -19,8 +19,9 @@ from flinkai.llm.artifacts import LlmArtifacts, LlmManifest, load_llm_artifacts
 from flinkai.llm.batch import StepInputs
 from flinkai.llm.cache import KvCache, ModelShape
 from flinkai.llm.errors import CacheShapeError, LlmArtifactError, LlmError
+from flinkai.llm.lora import Adapter, LoraSpec
 
-__all__ = ["DecoderOptions", "OnnxDecoder"]
+__all__ = ["AdaptedDecoder", "DecoderOptions", "OnnxDecoder"]
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,14 @@ class OnnxDecoder:
             raise LlmArtifactError(
                 f"{artifacts.decoder_path}: graph inputs/outputs differ from the manifest"
             )
-        self._past_names = got_in[3:]
+        self._past_names = got_in[3 : 3 + 2 * self.shape.n_layers]
         self._output_names = got_out
         self._dtype = np.dtype(self.shape.dtype)
+        #: The graph's LoRA inputs (``export-llm --lora-rank``); None: it takes no adapters.
+        self.lora: LoraSpec | None = self.manifest.lora
+        self._lora_zero = (
+            {n: z[None] for n, z in self.lora.zeros().items()} if self.lora is not None else {}
+        )
 
     @classmethod
     def load(
@@ -99,13 +105,15 @@ class OnnxDecoder:
         return self.shape.empty_cache()
 
     def forward(
-        self, token_ids: Sequence[int], past: KvCache | None = None
+        self, token_ids: Sequence[int], past: KvCache | None = None, lora: Adapter | None = None
     ) -> tuple[np.ndarray, KvCache]:
         """Prefill ``token_ids`` after ``past``.
 
         Args:
             token_ids: New tokens (at least one).
             past: Cache of the tokens before them; None for a fresh sequence.
+            lora: The adapter to decode with (checked against :attr:`lora` by whoever
+                loaded it); None: the base model.
 
         Returns:
             Logits of the last new position, shape ``(vocab,)``, and the cache of
@@ -144,6 +152,13 @@ class OnnxDecoder:
         for i in range(past.n_layers):
             feed[self._past_names[2 * i]] = past.keys[i]
             feed[self._past_names[2 * i + 1]] = past.values[i]
+        if lora is not None and self.lora is None:
+            raise LlmError(f"adapter {lora.tag}: this decoder has no LoRA inputs")
+        if self.lora is not None:
+            if lora is None:
+                feed.update(self._lora_zero)
+            else:
+                feed.update({n: lora.params[n][None] for n in self.lora.names()})
         outputs = self._session.run(None, feed)
         logits = np.asarray(outputs[0]).reshape(-1)
         cache = KvCache(keys=tuple(outputs[1::2]), values=tuple(outputs[2::2]))
@@ -167,9 +182,35 @@ class OnnxDecoder:
         io.bind_cpu_input("position_ids", inputs.position_ids)
         for name, arr in zip(self._past_names, past, strict=True):
             io.bind_cpu_input(name, arr)
+        if self.lora is not None:
+            if inputs.lora is None:
+                raise LlmError("this decoder takes LoRA inputs; the batch brought none")
+            for name in self.lora.names():
+                io.bind_cpu_input(name, inputs.lora[name])
         io.bind_output(self._output_names[0], "cpu")
         for name, arr in zip(self._output_names[1:], present, strict=True):
             io.bind_output(name, "cpu", 0, arr.dtype, list(arr.shape), arr.ctypes.data)
         self._session.run_with_iobinding(io)
         # Only the logits are copied out; the present tensors are already in place.
         return np.asarray(io.get_outputs()[0].numpy())
+
+    def with_adapter(self, adapter: Adapter | None) -> AdaptedDecoder:
+        """This decoder with ``adapter`` applied to every ``forward`` (batch-1 loops)."""
+        return AdaptedDecoder(self, adapter)
+
+
+class AdaptedDecoder:
+    """An :class:`OnnxDecoder` bound to one adapter: ``forward(ids, past)`` as the base has."""
+
+    def __init__(self, decoder: OnnxDecoder, adapter: Adapter | None) -> None:
+        self.decoder = decoder
+        self.adapter = adapter
+        self.manifest = decoder.manifest
+        self.shape = decoder.shape
+        self.model_id = decoder.model_id
+        self.model_version = decoder.model_version
+
+    def forward(
+        self, token_ids: Sequence[int], past: KvCache | None = None
+    ) -> tuple[np.ndarray, KvCache]:
+        return self.decoder.forward(token_ids, past, lora=self.adapter)

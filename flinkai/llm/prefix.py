@@ -76,12 +76,16 @@ class Decoder(Protocol):
     ) -> tuple[np.ndarray, KvCache]: ...
 
 
-def block_hashes(token_ids: Sequence[int] | np.ndarray, block_tokens: int) -> list[str]:
+def block_hashes(
+    token_ids: Sequence[int] | np.ndarray, block_tokens: int, namespace: str = ""
+) -> list[str]:
     """Chained hashes of the full blocks of ``token_ids``; a partial last block has none.
 
     Args:
         token_ids: The prompt's ids.
         block_tokens: Tokens per block.
+        namespace: Seeds the chain: KV made under a LoRA adapter (``name@version``)
+            differs from the base model's for the same tokens. Empty: the base model.
 
     Returns:
         One lowercase hex hash per full block; hash ``i`` covers tokens
@@ -90,7 +94,7 @@ def block_hashes(token_ids: Sequence[int] | np.ndarray, block_tokens: int) -> li
     if block_tokens < 1:
         raise ValueError(f"block_tokens must be >= 1, got {block_tokens}")
     ids = np.asarray(token_ids, dtype="<i8")
-    parent = b""
+    parent = hashlib.sha256(namespace.encode()).digest()[:8] if namespace else b""
     out: list[str] = []
     for start in range(0, len(ids) - block_tokens + 1, block_tokens):
         digest = hashlib.sha256(parent + ids[start : start + block_tokens].tobytes()).hexdigest()
@@ -230,17 +234,19 @@ class PrefixCache:
             SnapshotKey(self.model_id, layer, block_hash) for layer in range(self.shape.n_layers)
         ]
 
-    def lookup(self, token_ids: Sequence[int]) -> Restored:
+    def lookup(self, token_ids: Sequence[int], namespace: str = "") -> Restored:
         """Restore the longest cached run of blocks from the start of ``token_ids``.
 
-        Never raises for the store's sake: a store error counts and means a miss.
+        ``namespace``: the adapter tag the KV must have been made under (see
+        :func:`block_hashes`). Never raises for the store's sake: a store error counts
+        and means a miss.
         """
         started = time.perf_counter()
         self.stats.lookups += 1
         usable = max(0, len(token_ids) - 1) // self.block_tokens
         if self.store is None or usable == 0:
             return Restored(None, 0, _ms_since(started))
-        hashes = block_hashes(token_ids[: usable * self.block_tokens], self.block_tokens)
+        hashes = block_hashes(token_ids[: usable * self.block_tokens], self.block_tokens, namespace)
         keys = [k for h in hashes for k in self._keys(h)]
         before = Counter(self.store.stats.rejected)
         try:
@@ -279,13 +285,16 @@ class PrefixCache:
         self.stats.restored_tokens += past.seq_len
         return Restored(past, past.seq_len, _ms_since(started))
 
-    def publish(self, token_ids: Sequence[int], cache: KvCache, first_block: int = 0) -> int:
+    def publish(
+        self, token_ids: Sequence[int], cache: KvCache, first_block: int = 0, namespace: str = ""
+    ) -> int:
         """Write the full blocks of ``token_ids`` from ``first_block`` on, from ``cache``.
 
         Args:
             token_ids: The prompt (``cache`` covers at least its full blocks).
             cache: The decoder's cache after the prefill.
             first_block: Blocks before it are already stored (they were restored).
+            namespace: The adapter tag the KV was made under (see :func:`block_hashes`).
 
         Returns:
             Blocks written; 0 on a store error (counted, not raised).
@@ -295,7 +304,7 @@ class PrefixCache:
         full = min(len(token_ids), cache.seq_len) // self.block_tokens
         if full <= first_block:
             return 0
-        hashes = block_hashes(token_ids[: full * self.block_tokens], self.block_tokens)
+        hashes = block_hashes(token_ids[: full * self.block_tokens], self.block_tokens, namespace)
         items: list[tuple[SnapshotKey, np.ndarray]] = []
         for b in range(first_block, full):
             start, stop = b * self.block_tokens, (b + 1) * self.block_tokens

@@ -20,6 +20,13 @@ tokens it has. On resume it restores those blocks and recomputes only the tail, 
 its tokens are the ones it would have produced (vLLM's swap, through the store;
 recompute when there is none). A request whose KV could never fit is refused at once.
 
+Adapters: a request naming an ``adapter`` is pinned at its first admission to that
+adapter's current version (:class:`~flinkai.llm.adapters.AdapterSet`, hot-plugged by
+a feed) and keeps it through preemption, so no completion mixes two versions. Rows
+of different adapters share the decode step: the decoder takes each row's LoRA
+matrices as inputs (``flinkai.llm.lora``). Prefix blocks and session KV are keyed by
+the adapter's ``name@version`` too.
+
 Sessions: a request with a ``session`` whose prompt extends the session's previous
 turn (prompt + completion) starts from that turn's KV: kept resident while the budget
 allows, offloaded to the store under pressure, restored by prefix lookup.
@@ -34,16 +41,18 @@ import functools
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 
+from flinkai.llm.adapters import AdapterSet
 from flinkai.llm.batch import BatchForward, KvBatch
 from flinkai.llm.cache import KvCache, ModelShape
 from flinkai.llm.latency import LatencyWindow
+from flinkai.llm.lora import Adapter, AdapterError, check_adapter_name
 from flinkai.llm.prefix import Decoder, PrefixCache
 
 __all__ = [
@@ -111,6 +120,8 @@ class Request:
         stop_ids: Ids that end the completion (kept as its last token).
         priority: Higher is admitted first.
         session: Resume from this session's previous turn's KV when the prompt extends it.
+        adapter: Decode with this LoRA adapter's version current at admission; None:
+            the base model.
     """
 
     key: str
@@ -119,6 +130,7 @@ class Request:
     stop_ids: frozenset[int]
     priority: int = 0
     session: str | None = None
+    adapter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +149,7 @@ class Finished:
         e2e_ms: Submission to the last token.
         preemptions: Times it was preempted.
         error: ``reason: detail`` when it was refused or failed.
+        adapter: ``name@version`` of the adapter it decoded with; None: the base model.
     """
 
     key: str
@@ -149,6 +162,7 @@ class Finished:
     e2e_ms: float
     preemptions: int = 0
     error: str | None = None
+    adapter: str | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +209,10 @@ class SchedulerStats:
     itl_ms: LatencyWindow = field(default_factory=LatencyWindow)
     e2e_ms: LatencyWindow = field(default_factory=LatencyWindow)
     queue_ms: LatencyWindow = field(default_factory=LatencyWindow)
+    #: ``name@version`` -> wall time (``time.time()``) of the first step that used it.
+    adapter_first_use: dict[str, float] = field(default_factory=dict)
+    #: ``name@version`` -> decode rows it served (one per row per step).
+    adapter_rows: Counter[str] = field(default_factory=Counter)
 
 
 class _Seq:
@@ -209,6 +227,7 @@ class _Seq:
         "first_token",
         "generated",
         "last_token",
+        "lora",
         "preemptions",
         "req",
         "restore_pending",
@@ -232,6 +251,12 @@ class _Seq:
         self.first_token: float | None = None
         self.last_token: float | None = None
         self.preemptions = 0
+        self.lora: Adapter | None = None  # pinned at first admission, kept to the end
+
+    @property
+    def tag(self) -> str:
+        """The adapter's ``name@version`` ("" for the base model): KV namespace."""
+        return "" if self.lora is None else self.lora.tag
 
     @property
     def context(self) -> list[int]:
@@ -256,6 +281,9 @@ class Scheduler:
             (a preempted sequence then recomputes its KV).
         on_delta: Called from the stepping thread with each step's new tokens.
         clock: Seconds, monotonic (tests pass a fake).
+        adapters: The LoRA adapters requests may name (the decoder must take LoRA
+            inputs); None: requests naming one are refused.
+        wall: Wall-clock seconds, for the adapter first-use times.
     """
 
     def __init__(
@@ -266,6 +294,8 @@ class Scheduler:
         prefix: PrefixCache | None = None,
         on_delta: Callable[[Sequence[TokenDelta]], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        adapters: AdapterSet | None = None,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.decoder = decoder
         self.config = config or SchedulerConfig()
@@ -273,9 +303,14 @@ class Scheduler:
         self.shape: ModelShape = decoder.shape
         self.on_delta = on_delta
         self.clock = clock
+        self.wall = wall
+        self.lora = getattr(decoder, "lora", None)
+        if adapters is not None and self.lora is None:
+            raise ValueError("adapters need a decoder with LoRA inputs (export-llm --lora-rank)")
+        self.adapters = adapters
         self.stats = SchedulerStats()
         self.trace: deque[StepTrace] = deque(maxlen=self.config.trace_steps or 1)
-        self._batch = KvBatch(self.shape)
+        self._batch = KvBatch(self.shape, self.lora)
         self._lock = threading.Condition()
         self._inbox: deque[_Seq] = deque()
         self._waiting: dict[int, deque[_Seq]] = {}
@@ -288,8 +323,9 @@ class Scheduler:
         self._trim = False  # the next batch change drops all spare padding (KV budget)
         self._joining: list[_Seq] = []
         self._first_deltas: list[TokenDelta] = []
-        # session -> (token ids its KV covers, the KV, how many of those are in the store)
-        self._sessions: dict[str, tuple[tuple[int, ...], KvCache, int]] = {}
+        # session -> (token ids its KV covers, the KV, how many of those are in the store,
+        # the adapter tag it was made under)
+        self._sessions: dict[str, tuple[tuple[int, ...], KvCache, int, str]] = {}
         self._finished: dict[str, Finished] = {}
         self._known: set[str] = set()
         self._thread: threading.Thread | None = None
@@ -328,6 +364,16 @@ class Scheduler:
         vocab = self.shape.vocab_size
         if vocab and (min(req.prompt_ids) < 0 or max(req.prompt_ids) >= vocab):
             return f"invalid_field: token ids must be in [0, {vocab})"
+        if req.adapter is not None:
+            if self.adapters is None:
+                return (
+                    f"unknown_adapter: adapter {req.adapter!r}: this worker serves the base "
+                    "model only (no llm.adapters_topic)"
+                )
+            try:
+                check_adapter_name(req.adapter)
+            except AdapterError as e:
+                return str(e)
         need = (len(req.prompt_ids) + req.max_new_tokens) * self.shape.kv_bytes_per_token
         budget = self.config.kv_budget_bytes
         if budget and need > budget:
@@ -412,7 +458,10 @@ class Scheduler:
         left, self._released = [*self._released, *self._leaving], []
         self._make_room()
         self._batch.change(
-            self._leaving, [(s.req.key, self._take_cache(s)) for s in self._joining], self._trim
+            self._leaving,
+            [(s.req.key, self._take_cache(s)) for s in self._joining],
+            self._trim,
+            {s.req.key: s.lora for s in self._joining if s.lora is not None},
         )
         self._trim = False
         for s in self._joining:
@@ -493,8 +542,24 @@ class Scheduler:
             if seq.admitted is None:
                 seq.admitted = now
                 self.stats.queue_ms.add((now - seq.submitted) * 1000.0)
+                if seq.req.adapter is not None and not self._pin(seq, now):
+                    continue
             seq.restore_pending = True
             self._prefill.append(seq)
+
+    def _pin(self, seq: _Seq, now: float) -> bool:
+        """Give ``seq`` its adapter's current version; False (and an error result) if none."""
+        assert self.adapters is not None and seq.req.adapter is not None
+        try:
+            seq.lora = self.adapters.pin(seq.req.adapter)
+            return True
+        except AdapterError as e:
+            self.stats.refused += 1
+            waited = (now - seq.submitted) * 1000.0
+            failed = Finished(seq.req.key, (), "error", len(seq.req.prompt_ids), 0, waited, 0.0,
+                              waited, 0, str(e))  # fmt: skip
+            self._done.append(failed)
+            return False
 
     def _peek(self, now: float) -> _Seq | None:
         best: _Seq | None = None
@@ -527,6 +592,8 @@ class Scheduler:
         ]
         rows, width = len(lengths), self._batch.width_after(lengths) + 1
         own = self._sessions.get(seq.req.session or "")
+        if own is not None and own[3] != seq.tag:
+            own = None
         # The turn's own resident session becomes its KV in the batch: not counted twice.
         return (
             self._batch.nbytes_if(rows, width)
@@ -535,7 +602,7 @@ class Scheduler:
         )
 
     def _session_bytes(self) -> int:
-        return sum(c.nbytes for _, c, _ in self._sessions.values())
+        return sum(c.nbytes for _, c, _, _ in self._sessions.values())
 
     def _restore(self, seq: _Seq) -> None:
         """Start the sequence's KV: a resident session turn, else the prefix store."""
@@ -544,12 +611,12 @@ class Scheduler:
         stored = 0
         session = seq.req.session
         if session is not None and session in self._sessions:
-            ids, cache, in_store = self._sessions[session]
-            if len(ids) <= len(context) and tuple(context[: len(ids)]) == ids:
+            ids, cache, in_store, tag = self._sessions[session]
+            if tag == seq.tag and len(ids) <= len(context) and tuple(context[: len(ids)]) == ids:
                 past, stored = cache, in_store
                 del self._sessions[session]
         if past is None and self.prefix is not None:
-            past = self.prefix.lookup(context).past
+            past = self.prefix.lookup(context, seq.tag).past
             stored = 0 if past is None else past.seq_len
         covered = 0 if past is None else past.seq_len
         seq.stored_tokens = min(stored, covered)
@@ -573,7 +640,11 @@ class Scheduler:
                 self._restore(seq)
             context = seq.context
             chunk = context[seq.covered : seq.covered + budget - used]
-            logits, cache = self.decoder.forward(chunk, seq.cache)
+            if seq.lora is None:
+                logits, cache = self.decoder.forward(chunk, seq.cache)
+            else:
+                self.stats.adapter_first_use.setdefault(seq.lora.tag, self.wall())
+                logits, cache = self.decoder.forward(chunk, seq.cache, lora=seq.lora)  # type: ignore[call-arg]
             seq.cache, seq.covered = cache, seq.covered + len(chunk)
             used += len(chunk)
             if seq.covered < len(context):
@@ -590,12 +661,22 @@ class Scheduler:
         if self.prefix is not None:
             # From the first block the store lacks: those restored from it are there; a
             # resident session's last turn may not be.
-            self.prefix.publish(context, cache, seq.stored_tokens // self.prefix.block_tokens)
+            self.prefix.publish(
+                context, cache, seq.stored_tokens // self.prefix.block_tokens, seq.tag
+            )
             seq.stored_tokens = len(context)
 
     def _decode(self) -> list[TokenDelta]:
         keys = list(self._batch.keys)
         seqs = [self._running[k] for k in keys]
+        if self.lora is not None:
+            wall = None
+            for s in seqs:
+                if s.lora is not None:
+                    self.stats.adapter_rows[s.lora.tag] += 1
+                    if s.lora.tag not in self.stats.adapter_first_use:
+                        wall = wall or self.wall()
+                        self.stats.adapter_first_use[s.lora.tag] = wall
         logits = self._batch.step(self.decoder, [s.generated[-1] for s in seqs])
         tokens = np.argmax(logits, axis=-1)
         deltas: list[TokenDelta] = []
@@ -644,6 +725,7 @@ class Scheduler:
             ttft_ms=(first - seq.submitted) * 1000.0,
             e2e_ms=(now - seq.submitted) * 1000.0,
             preemptions=seq.preemptions,
+            adapter=seq.lora.tag if seq.lora is not None else None,
         )
         self._done.append(done)
 
@@ -653,7 +735,7 @@ class Scheduler:
         assert session is not None
         ids = tuple(seq.context[: cache.seq_len])
         self._sessions.pop(session, None)
-        self._sessions[session] = (ids, cache, min(seq.stored_tokens, len(ids)))
+        self._sessions[session] = (ids, cache, min(seq.stored_tokens, len(ids)), seq.tag)
 
     def _offload_sessions(self, fits: Callable[[], bool], keep: str | None = None) -> None:
         """Move resident sessions' KV to the store (without one: recomputed later) until
@@ -676,10 +758,10 @@ class Scheduler:
             key=lambda s: (s in next_use, -next_use.get(s, 0.0)),
         )
         for session in order:
-            ids, cache, stored = self._sessions.pop(session)
+            ids, cache, stored, tag = self._sessions.pop(session)
             if self.prefix is not None:
                 # Only the blocks the store lacks: the turn's prompt blocks are there.
-                self.prefix.publish(ids, cache, stored // self.prefix.block_tokens)
+                self.prefix.publish(ids, cache, stored // self.prefix.block_tokens, tag)
             self.stats.session_offloads += 1
             if fits():
                 return
@@ -726,7 +808,7 @@ class Scheduler:
             cache = self._take_cache(seq)
         if self.prefix is not None:
             # The blocks go to the store; resuming restores them and recomputes the tail.
-            self.prefix.publish(seq.context[: cache.seq_len], cache)
+            self.prefix.publish(seq.context[: cache.seq_len], cache, namespace=seq.tag)
         seq.cache, seq.covered = None, 0
         seq.preemptions += 1
         self.stats.preemptions += 1
@@ -739,7 +821,7 @@ class Scheduler:
         self._prefill.clear()
         self._joining.clear()
         self._leaving.clear()
-        self._batch = KvBatch(self.shape)
+        self._batch = KvBatch(self.shape, self.lora)
         with self._lock:
             for done in self._done:  # finished before the step failed: not lost
                 self._finished[done.key] = done
@@ -748,7 +830,7 @@ class Scheduler:
                 self._finished[seq.req.key] = Finished(
                     seq.req.key, tuple(seq.generated), "error", len(seq.req.prompt_ids),
                     seq.cached_tokens, 0.0, 0.0, (now - seq.submitted) * 1000.0,
-                    seq.preemptions, error,
+                    seq.preemptions, error, seq.tag or None,
                 )  # fmt: skip
 
     def _update_gauges(self) -> None:

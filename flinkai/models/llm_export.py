@@ -46,6 +46,7 @@ from flinkai.llm.artifacts import (
 )
 from flinkai.llm.cache import ModelShape
 from flinkai.llm.errors import LlmArtifactError
+from flinkai.llm.lora import DEFAULT_MODULES, Adapter, LoraSpec
 from flinkai.models.errors import ExportError
 from flinkai.paths import cache_root
 from flinkai.staging import StagingError, staged_dir, staged_file
@@ -60,6 +61,8 @@ __all__ = [
     "export_tiny_llm",
     "fetch_gguf",
     "load_reference",
+    "lora_spec",
+    "tiny_reference",
 ]
 
 log = logging.getLogger(__name__)
@@ -157,6 +160,8 @@ def export_llm(
     force: bool = False,
     verify: bool = True,
     progress: Progress | None = None,
+    lora_rank: int = 0,
+    lora_modules: tuple[str, ...] = DEFAULT_MODULES,
 ) -> LlmExportResult:
     """Export SmolLM2-135M-Instruct to an ONNX decoder with explicit past key/values.
 
@@ -165,6 +170,9 @@ def export_llm(
         force: Export even if a valid export exists (it is replaced at the end).
         verify: Compare ONNX logits with transformers before installing.
         progress: Called with one line per step; defaults to the module logger.
+        lora_rank: With R > 0 the graph takes rank-R LoRA inputs on ``lora_modules``
+            of every layer (``flinkai.llm.lora``); the default folder gets ``-lora-rR``.
+        lora_modules: Attention projections the adapters change.
 
     Raises:
         MissingDependencyError: torch, transformers, gguf or accelerate is missing.
@@ -173,6 +181,8 @@ def export_llm(
     started = time.perf_counter()
     say = progress or log.info
     target = Path(out_dir).expanduser().resolve() if out_dir else default_llm_dir()
+    if not out_dir and lora_rank:
+        target = target.with_name(f"{target.name}-lora-r{lora_rank}")
     if not force and target.exists():
         try:
             existing = load_llm_artifacts(target)
@@ -213,21 +223,24 @@ def export_llm(
                 vocab_size=int(config.vocab_size),
             )
 
+            lora = lora_spec(model, lora_rank, lora_modules) if lora_rank else None
             t0 = time.perf_counter()
             say(f"[3/5] tracing the decoder to ONNX (TorchScript exporter, opset {OPSET})")
-            _export_onnx(torch, transformers, model, shape, work / DECODER_FILE)
+            _export_onnx(torch, transformers, model, shape, work / DECODER_FILE, lora)
             timings["onnx_export"] = time.perf_counter() - t0
 
             t0 = time.perf_counter()
             say("[4/5] writing tokenizer, chat template and manifest")
-            manifest = _write_files(work, model, hf_tokenizer, shape, torch, transformers)
+            manifest = _write_files(
+                work, model, hf_tokenizer, shape, torch, transformers, lora=lora
+            )
             timings["files"] = time.perf_counter() - t0
 
             diff: float | None = None
             if verify:
                 t0 = time.perf_counter()
                 say("[5/5] checking ONNX logits against transformers")
-                diff = _verify(torch, model, work, shape)
+                diff = _verify(torch, model, work, shape, lora)
                 say(f"      max |logit diff| {diff:.2e} (allowed {MAX_LOGIT_DIFF:.0e})")
                 timings["verify"] = time.perf_counter() - t0
             else:
@@ -245,8 +258,60 @@ def export_llm(
 # -- steps ---------------------------------------------------------------------------
 
 
-def _export_onnx(torch: Any, transformers: Any, model: Any, shape: ModelShape, path: Path) -> None:
+def lora_spec(model: Any, rank: int, modules: tuple[str, ...] = DEFAULT_MODULES) -> LoraSpec:
+    """The LoRA inputs for ``modules`` of every layer of a transformers Llama."""
+    layer = model.model.layers[0].self_attn
+    dims: dict[str, tuple[int, int]] = {}
+    for name in modules:
+        linear = getattr(layer, name, None)
+        if linear is None:
+            raise ExportError(f"the model's attention has no module {name!r} to adapt")
+        dims[name] = (int(linear.in_features), int(linear.out_features))
+    return LoraSpec(rank=rank, n_layers=int(model.config.num_hidden_layers), dims=dims)
+
+
+def _install_lora(torch: Any, model: Any, lora: LoraSpec) -> tuple[list[Any], Callable[[], None]]:
+    """Wrap ``lora``'s modules of every layer; returns the wrappers (in
+    :meth:`LoraSpec.names` order) and a function that puts the plain modules back."""
+
+    class LoraLinear(torch.nn.Module):
+        """``base(x) + x @ a @ b`` with ``a`` [rows, in, r] and ``b`` [rows, r, out] set
+        before each forward: each row of a batch brings its own adapter (zeros: none)."""
+
+        def __init__(self, base: Any) -> None:
+            super().__init__()
+            self.base = base
+            self.a: Any = None
+            self.b: Any = None
+
+        def forward(self, x: Any) -> Any:
+            return self.base(x) + torch.matmul(torch.matmul(x, self.a), self.b)
+
+    wrappers: list[Any] = []
+    for layer in model.model.layers:
+        for name in lora.modules:
+            wrapped = LoraLinear(getattr(layer.self_attn, name))
+            setattr(layer.self_attn, name, wrapped)
+            wrappers.append((layer.self_attn, name, wrapped))
+
+    def uninstall() -> None:
+        for attn, name, wrapped in wrappers:
+            setattr(attn, name, wrapped.base)
+
+    return [w for _, _, w in wrappers], uninstall
+
+
+def _export_onnx(
+    torch: Any,
+    transformers: Any,
+    model: Any,
+    shape: ModelShape,
+    path: Path,
+    lora: LoraSpec | None = None,
+) -> None:
     n_layers = shape.n_layers
+    n_past_inputs = 2 * n_layers
+    adapted, uninstall = _install_lora(torch, model, lora) if lora else ([], lambda: None)
 
     class DecoderWithPast(torch.nn.Module):
         """The causal LM with its cache as flat tensors and only the last logits out."""
@@ -256,8 +321,12 @@ def _export_onnx(torch: Any, transformers: Any, model: Any, shape: ModelShape, p
             self.lm = lm
 
         def forward(
-            self, input_ids: Any, attention_mask: Any, position_ids: Any, *past: Any
+            self, input_ids: Any, attention_mask: Any, position_ids: Any, *rest: Any
         ) -> Any:
+            past, lora_inputs = rest[:n_past_inputs], rest[n_past_inputs:]
+            # lora.names() order: per layer, per module, a then b: the order of `adapted`.
+            for i, module in enumerate(adapted):
+                module.a, module.b = lora_inputs[2 * i], lora_inputs[2 * i + 1]
             cache = transformers.DynamicCache(
                 ddp_cache_data=[(past[2 * i], past[2 * i + 1]) for i in range(n_layers)]
             )
@@ -280,32 +349,55 @@ def _export_onnx(torch: Any, transformers: Any, model: Any, shape: ModelShape, p
     mask = torch.ones((1, n_past + n_new), dtype=torch.int64)
     pos = torch.arange(n_past, n_past + n_new).unsqueeze(0)
     past = [torch.zeros((1, shape.n_kv_heads, n_past, shape.head_dim)) for _ in range(2 * n_layers)]
-    names_in, names_out = input_names(n_layers), output_names(n_layers)
+    if lora is not None:
+        # Small random adapters after the past, so the trace sees the LoRA path as data flow.
+        gen = torch.Generator().manual_seed(0)
+        past += [
+            0.01 * torch.randn((1, *lora.shape_of(n)), generator=gen) for n in lora.names()
+        ]
+    names_in, names_out = input_names(n_layers, lora), output_names(n_layers)
     dynamic: dict[str, dict[int, str]] = {
         "input_ids": {0: "batch", 1: "sequence"},
         "attention_mask": {0: "batch", 1: "total_sequence"},
         "position_ids": {0: "batch", 1: "sequence"},
         "logits": {0: "batch"},
     }
-    dynamic.update({n: {0: "batch", 2: "past_sequence"} for n in names_in[3:]})
+    dynamic.update({n: {0: "batch", 2: "past_sequence"} for n in names_in[3 : 3 + n_past_inputs]})
     dynamic.update({n: {0: "batch", 2: "total_sequence"} for n in names_out[1:]})
+    dynamic.update({n: {0: "batch"} for n in (lora.names() if lora else [])})
     with torch.no_grad(), warnings.catch_warnings():
         # Tracer warnings about Python-level checks that hold for every shape of this model.
         warnings.simplefilter("ignore")
-        torch.onnx.export(
-            DecoderWithPast(model).eval(),
-            (ids, mask, pos, *past),
-            str(path),
-            dynamo=False,
-            opset_version=OPSET,
-            input_names=names_in,
-            output_names=names_out,
-            dynamic_axes=dynamic,
-            do_constant_folding=True,
-        )
+        try:
+            _trace(torch, DecoderWithPast(model).eval(), (ids, mask, pos, *past), path,
+                   names_in, names_out, dynamic)  # fmt: skip
+        finally:
+            uninstall()
     extra = [p.name for p in path.parent.iterdir() if p.name != path.name]
     if extra:
         raise ExportError(f"ONNX export wrote extra files {extra}; expected one {DECODER_FILE}")
+
+
+def _trace(
+    torch: Any,
+    module: Any,
+    args: tuple[Any, ...],
+    path: Path,
+    names_in: list[str],
+    names_out: list[str],
+    dynamic: dict[str, dict[int, str]],
+) -> None:
+    torch.onnx.export(
+        module,
+        args,
+        str(path),
+        dynamo=False,
+        opset_version=OPSET,
+        input_names=names_in,
+        output_names=names_out,
+        dynamic_axes=dynamic,
+        do_constant_folding=True,
+    )
 
 
 def _write_files(
@@ -316,6 +408,7 @@ def _write_files(
     torch: Any,
     transformers: Any,
     model_id: str = MODEL_ID,
+    lora: LoraSpec | None = None,
 ) -> LlmManifest:
     hf_tokenizer.backend_tokenizer.save(str(work / TOKENIZER_FILE))
     template = hf_tokenizer.chat_template
@@ -349,7 +442,7 @@ def _write_files(
         pad_token_id=None if gen.pad_token_id is None else int(gen.pad_token_id),
         max_new_tokens=int(gen.max_new_tokens or DEFAULT_MAX_NEW_TOKENS),
         max_context=int(model.config.max_position_embeddings),
-        inputs=tuple(input_names(shape.n_layers)),
+        inputs=tuple(input_names(shape.n_layers, lora)),
         outputs=tuple(output_names(shape.n_layers)),
         opset=OPSET,
         source={
@@ -364,6 +457,7 @@ def _write_files(
         files=files,
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         extra={"exporter": "torch.onnx.export (TorchScript, dynamo=False)", "logits": "last"},
+        lora=lora,
     )
     manifest.write(work)
     return manifest
@@ -396,24 +490,13 @@ class TinyLlm:
         )
 
 
-def export_tiny_llm(
-    tiny: TinyLlm | None = None, out_dir: str | Path | None = None, *, force: bool = False
-) -> LlmArtifacts:
-    """Export :class:`TinyLlm` (default ``$FLINKAI_HOME/models/<name>``); kept when valid.
+def tiny_reference(tiny: TinyLlm | None = None) -> tuple[Any, Any]:
+    """The seeded transformers model of :class:`TinyLlm` and SmolLM2's tokenizer.
 
-    Raises:
-        MissingDependencyError: torch, transformers or gguf is missing.
-        ExportError: The export failed; the target is untouched.
+    The same call gives the same weights: the tiny export and a trainer of adapters
+    for it start from this.
     """
     tiny = tiny or TinyLlm()
-    target = (
-        Path(out_dir).expanduser().resolve() if out_dir else cache_root() / "models" / tiny.name
-    )
-    if not force and target.exists():
-        try:
-            return load_llm_artifacts(target)
-        except LlmArtifactError as e:
-            log.info("existing tiny export at %s is not usable (%s); exporting again", target, e)
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("TQDM_DISABLE", "1")
     torch: Any = require("torch", "torch")
@@ -437,7 +520,37 @@ def export_tiny_llm(
         attn_implementation="eager",
     )
     torch.manual_seed(tiny.seed)
-    model = transformers.LlamaForCausalLM(config).eval()
+    return transformers.LlamaForCausalLM(config).eval(), hf_tokenizer
+
+
+def export_tiny_llm(
+    tiny: TinyLlm | None = None,
+    out_dir: str | Path | None = None,
+    *,
+    force: bool = False,
+    lora_rank: int = 0,
+    lora_modules: tuple[str, ...] = DEFAULT_MODULES,
+) -> LlmArtifacts:
+    """Export :class:`TinyLlm` (default ``$FLINKAI_HOME/models/<name>``); kept when valid.
+
+    ``lora_rank`` > 0 adds LoRA inputs as :func:`export_llm` does (folder ``<name>-lora-rR``).
+
+    Raises:
+        MissingDependencyError: torch, transformers or gguf is missing.
+        ExportError: The export failed; the target is untouched.
+    """
+    tiny = tiny or TinyLlm()
+    name = f"{tiny.name}-lora-r{lora_rank}" if lora_rank else tiny.name
+    target = Path(out_dir).expanduser().resolve() if out_dir else cache_root() / "models" / name
+    if not force and target.exists():
+        try:
+            return load_llm_artifacts(target)
+        except LlmArtifactError as e:
+            log.info("existing tiny export at %s is not usable (%s); exporting again", target, e)
+    torch: Any = require("torch", "torch")
+    transformers: Any = require("transformers", "torch")
+    model, hf_tokenizer = tiny_reference(tiny)
+    lora = lora_spec(model, lora_rank, lora_modules) if lora_rank else None
     shape = ModelShape(
         n_layers=tiny.layers,
         n_kv_heads=tiny.kv_heads,
@@ -448,30 +561,58 @@ def export_tiny_llm(
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         with staged_dir(target, prefix=f".{target.name}.export-", mode=0o755) as stage:
-            _export_onnx(torch, transformers, model, shape, stage.path / DECODER_FILE)
+            _export_onnx(torch, transformers, model, shape, stage.path / DECODER_FILE, lora)
             _write_files(
-                stage.path, model, hf_tokenizer, shape, torch, transformers, f"test/{tiny.name}"
-            )
+                stage.path, model, hf_tokenizer, shape, torch, transformers,
+                f"test/{tiny.name}", lora=lora,
+            )  # fmt: skip
             load_llm_artifacts(stage.path)
     except StagingError as e:
         raise ExportError(f"cannot move the tiny export into {target}: {e}") from e
     return load_llm_artifacts(target)
 
 
-def _verify(torch: Any, model: Any, work: Path, shape: ModelShape) -> float:
-    """Max |logit| difference ONNX vs transformers: a 24-token prefill, then a cached step."""
+def _verify(
+    torch: Any, model: Any, work: Path, shape: ModelShape, lora: LoraSpec | None = None
+) -> float:
+    """Max |logit| difference ONNX vs transformers: a 24-token prefill, then a cached step.
+
+    With LoRA inputs, twice: with no adapter (zeros) and with a random one applied
+    to both.
+    """
     from flinkai.llm.decoder import DecoderOptions, OnnxDecoder
 
     decoder = OnnxDecoder.load(work, DecoderOptions(verify_checksums=False))
     rng = np.random.default_rng(0)
     ids = [int(i) for i in rng.integers(0, shape.vocab_size, 25)]
-    got_prefill, cache = decoder.forward(ids[:24])
-    got_step, _ = decoder.forward(ids[24:], cache)
-    with torch.no_grad():
-        want = model(input_ids=torch.tensor([ids])).logits[0].numpy()
-    diff = max(
-        float(np.abs(got_prefill - want[23]).max()), float(np.abs(got_step - want[24]).max())
-    )
+    adapters: list[Adapter | None] = [None]
+    if lora is not None:
+        params = {
+            n: (0.05 * rng.standard_normal(lora.shape_of(n))).astype(np.float32)
+            for n in lora.names()
+        }
+        adapters.append(Adapter("verify", 1, decoder.model_version, lora.rank, params))
+    diff = 0.0
+    for adapter in adapters:
+        got_prefill, cache = decoder.forward(ids[:24], lora=adapter)
+        got_step, _ = decoder.forward(ids[24:], cache, lora=adapter)
+        uninstall: Callable[[], None] = lambda: None  # noqa: E731
+        if adapter is not None and lora is not None:
+            wrappers, uninstall = _install_lora(torch, model, lora)
+            names = lora.names()
+            for i, w in enumerate(wrappers):
+                w.a = torch.from_numpy(adapter.params[names[2 * i]])[None]
+                w.b = torch.from_numpy(adapter.params[names[2 * i + 1]])[None]
+        try:
+            with torch.no_grad():
+                want = model(input_ids=torch.tensor([ids])).logits[0].numpy()
+        finally:
+            uninstall()
+        diff = max(
+            diff,
+            float(np.abs(got_prefill - want[23]).max()),
+            float(np.abs(got_step - want[24]).max()),
+        )
     if not np.isfinite(diff) or diff > MAX_LOGIT_DIFF:
         raise ExportError(f"ONNX logits differ from transformers by {diff:.3g} > {MAX_LOGIT_DIFF}")
     return diff
