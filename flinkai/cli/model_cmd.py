@@ -368,6 +368,11 @@ def _register_export_llm(group: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--no-verify", action="store_true", help="skip the logit check against transformers"
     )
+    p.add_argument("--lora-rank", type=int, default=0, metavar="R",
+                   help="add rank-R LoRA inputs so workers can serve adapters (folder gets "
+                   "-lora-rR; docs/llm.md, 'Adapters')")  # fmt: skip
+    p.add_argument("--lora-modules", default="q_proj,v_proj", metavar="M,M",
+                   help="attention projections the adapters change (default q_proj,v_proj)")  # fmt: skip
     p.set_defaults(handler=_export_llm)
 
 
@@ -379,6 +384,8 @@ def _export_llm(args: argparse.Namespace) -> int:
         force=args.force,
         verify=not args.no_verify,
         progress=lambda line: print(line, flush=True),
+        lora_rank=args.lora_rank,
+        lora_modules=tuple(m.strip() for m in args.lora_modules.split(",") if m.strip()),
     )
     if result.exported:
         steps = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings_s.items())
