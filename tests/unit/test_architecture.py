@@ -55,6 +55,8 @@ NEVER: dict[str, frozenset[str]] = {
     # the LLM runtime reads its own export folder; models/llm_export.py writes it
     "llm": frozenset({"models", "backends", "functions", "runtime", "operators", *TOP}),
     "plan": frozenset({"backends", "functions", "runtime", "operators", "kafka", *TOP}),
+    # the trainer reads a serving export and builds adapters; the operator drives it
+    "finetune": frozenset({"backends", "functions", "runtime", "operators", "kafka", *TOP}),
     "kafka": frozenset({"models", "backends", "functions", "runtime", "operators", *TOP}),
     "serve": frozenset({"backends", "functions", "runtime", "operators", *TOP}),
     "runtime": frozenset({"operators", *TOP}),
