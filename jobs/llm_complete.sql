@@ -2,8 +2,8 @@
 -- worker -> Kafka. Input records are JSON {"id", "prompt"} with optional "priority"
 -- (-100..100, higher first), "session" (turns of one conversation, run in order),
 -- "max_new_tokens" and "adapter". Each yields exactly one output record: a completion
--- {id, completion, model_version, prompt_tokens, cached_tokens, ttft_ms, queue_ms,
--- e2e_ms, finish_reason, session} or a dead letter {reason, detail, payload_base64,
+-- {id, completion, model_version, adapter, prompt_tokens, cached_tokens, ttft_ms,
+-- queue_ms, e2e_ms, finish_reason, session} or a dead letter {reason, detail, payload_base64,
 -- source offset...}. Bad records go to the dead-letter topic; they never stop the job.
 --
 -- Decoding runs beside the bundles (flinkai.operators.llm): a prompt waits in keyed
@@ -17,6 +17,9 @@
 --   LLM_BUCKETS (default 8: keys, each with one timer; at least the parallelism)
 -- The model, budgets and the prefix store come from the `llm` config section
 -- (e.g. FLINKAI_LLM_STORE=kafka FLINKAI_LLM_KV_BUDGET_BYTES=268435456).
+-- Adapters: with llm.adapters_topic set (and a decoder exported with --lora-rank), an
+-- event's "adapter" picks a LoRA adapter, hot-plugged from that topic; `adapter` in the
+-- output is the name@version it decoded with (docs/llm.md, "Adapters").
 
 SET 'pipeline.name' = 'flinkai-llm-complete';
 -- A finished completion leaves the worker with the bundle of the timer that found it:
@@ -46,6 +49,7 @@ CREATE TEMPORARY TABLE llm_outputs (
   id STRING,
   completion STRING,
   model_version STRING,
+  adapter STRING,
   prompt_tokens INT,
   cached_tokens INT,
   ttft_ms DOUBLE,
@@ -89,7 +93,7 @@ CREATE TEMPORARY VIEW completed AS
 INSERT INTO llm_outputs
 SELECT
   IF(error_reason IS NULL, '${COMPLETIONS_TOPIC}', '${DLQ_TOPIC}'),
-  id, completion, model_version, prompt_tokens, cached_tokens, ttft_ms, queue_ms, e2e_ms,
+  id, completion, model_version, adapter, prompt_tokens, cached_tokens, ttft_ms, queue_ms, e2e_ms,
   finish_reason, `session`, error_reason, error_detail, payload_base64,
   IF(error_reason IS NULL, CAST(NULL AS STRING), '${PROMPTS_TOPIC}'),
   source_partition, source_offset,

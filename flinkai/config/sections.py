@@ -471,6 +471,13 @@ class LlmConfig:
         poll_ms: How often a worker checks for finished completions to emit.
         deltas_topic: Kafka topic for token deltas as they are produced (at-least-once;
             empty: off).
+        adapters_topic: Kafka topic of LoRA adapter versions, hot-plugged by every worker
+            (read_committed; empty: events naming an adapter are dead-lettered). Needs
+            a decoder exported with ``--lora-rank`` (``model: <name>-lora-r8``).
+        adapter_versions: Versions kept per adapter, for rollback.
+        adapters_wait_s: At start, how long a worker waits for the topic's committed
+            versions before serving (events for an adapter not loaded yet would be
+            dead-lettered as ``unknown_adapter``).
     """
 
     model: str = "SmolLM2-135M-Instruct"
@@ -496,11 +503,15 @@ class LlmConfig:
     max_waiting_bytes: int = 256 * 1024 * 1024
     poll_ms: int = 20
     deltas_topic: str = ""
+    adapters_topic: str = ""
+    adapter_versions: int = 4
+    adapters_wait_s: float = 30.0
 
     def __post_init__(self) -> None:
         for name in (
             "max_new_tokens", "max_prompt_tokens", "max_prompt_bytes", "block_tokens",
             "max_running", "step_tokens", "max_waiting", "max_waiting_bytes", "poll_ms",
+            "adapter_versions",
         ):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ConfigError(f"llm.{name} must be >= 1, got {getattr(self, name)}")

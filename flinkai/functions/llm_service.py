@@ -31,6 +31,7 @@ from typing import Any, Protocol
 from flinkai.config import Config
 from flinkai.functions.events import Reason, payload_base64
 from flinkai.functions.llm import LlmReason, Prompt, PromptModel, Rejected, parse_prompt
+from flinkai.llm.adapters import AdapterSet
 from flinkai.llm.prefix import PrefixCache
 from flinkai.llm.scheduler import (
     Finished,
@@ -58,7 +59,7 @@ OUTPUT_FIELDS = (
     "id", "completion", "model_version", "prompt_tokens", "cached_tokens", "ttft_ms",
     "queue_ms", "e2e_ms", "finish_reason", "session",
     "error_reason", "error_detail", "payload_base64", "source_partition", "source_offset",
-    "meta",
+    "meta", "adapter",
 )  # fmt: skip
 
 
@@ -78,6 +79,7 @@ class Pending:
         partition, offset: Where it came from.
         arrived_ms: Wall-clock arrival; orders a session's turns after a restore.
         meta: The event's ``meta`` (JSON text), passed through to the output.
+        adapter: The LoRA adapter the event asked for (None: the base model).
     """
 
     entry: str
@@ -90,6 +92,7 @@ class Pending:
     offset: int | None
     arrived_ms: int
     meta: str | None = None
+    adapter: str | None = None
 
     def to_state(self) -> dict[str, Any]:
         return asdict(self)
@@ -121,7 +124,7 @@ def _dead(
     pid: str | None = None,
     meta: str | None = None,
 ) -> tuple[Any, ...]:
-    return (pid, *([None] * 8), None, reason, detail, *carried, meta)
+    return (pid, *([None] * 8), None, reason, detail, *carried, meta, None)
 
 
 def delta_record(pid: str, delta: TokenDelta, text: str) -> dict[str, Any]:
@@ -145,6 +148,8 @@ class CompletionService:
         store: The prefix/offload store (``None``: no reuse, preemption recomputes).
         on_deltas: Called from the scheduler thread with token-delta records.
         clock: Wall-clock milliseconds (arrival stamps).
+        adapters: The LoRA adapters events may name (hot-plugged by a feed); None:
+            an event naming one is dead-lettered (``unknown_adapter``).
     """
 
     def __init__(
@@ -155,6 +160,7 @@ class CompletionService:
         *,
         on_deltas: Callable[[list[dict[str, Any]]], None] | None = None,
         clock: Callable[[], float] = time.time,
+        adapters: AdapterSet | None = None,
     ) -> None:
         llm = config.llm
         self.config = config
@@ -175,6 +181,7 @@ class CompletionService:
             ),
             prefix=prefix,
             on_delta=self._deltas if on_deltas is not None else None,
+            adapters=adapters,
         )
         self._on_deltas = on_deltas
         self._clock = clock
@@ -235,14 +242,16 @@ class CompletionService:
             offset=offset,
             arrived_ms=int(self._clock() * 1000),
             meta=parsed.meta,
+            adapter=parsed.adapter,
         )
 
     def _precheck(self, prompt: Prompt) -> Rejected | None:
         llm = self.config.llm
-        if prompt.adapter is not None:
+        if prompt.adapter is not None and self.scheduler.adapters is None:
             return Rejected(
                 LlmReason.UNKNOWN_ADAPTER.value,
-                f"adapter {prompt.adapter!r}: this worker serves the base model only",
+                f"adapter {prompt.adapter!r}: this worker serves the base model only "
+                "(set llm.adapters_topic and a decoder exported with --lora-rank)",
             )
         if len(self._held) >= llm.max_waiting or self._held_bytes >= llm.max_waiting_bytes:
             self.queue_full += 1
@@ -312,6 +321,7 @@ class CompletionService:
             stop_ids=self._stops,
             priority=pending.priority,
             session=session,
+            adapter=pending.adapter,
         )
         refusal = self.scheduler.refusal(request)
         if refusal is not None:
@@ -380,6 +390,7 @@ class CompletionService:
                 None,
                 *carried,
                 pending.meta,
+                done.adapter,
             )
             if pending.session is not None:
                 history = (*prompt_ids, *done.token_ids)

@@ -30,17 +30,22 @@ Output columns: :data:`~flinkai.functions.llm_service.OUTPUT_FIELDS`; a row with
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from flinkai.errors import ConfigError
 from flinkai.functions.guard import ErrorPolicy, RowGuard, internal_error_detail
 from flinkai.functions.llm_service import OUTPUT_FIELDS, CompletionService, Outcome, Pending
 from flinkai.operators.keyed import resolve_options
 
 if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment, Table
+
+    from flinkai.config import Config
+    from flinkai.llm.decoder import OnnxDecoder
 
 __all__ = ["CompleteOptions", "complete", "output_type_info", "parse_options"]
 
@@ -52,6 +57,8 @@ _METRICS_EVERY_MS = 1000
 #: watermark): processing-time timers do not fire after it, so the operator drains
 #: there, waiting for every prompt it holds.
 _END_OF_INPUT = 2**63 - 2
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,7 @@ def output_type_info() -> Any:
     from pyflink.common import Types
 
     s, i, d, b = Types.STRING(), Types.INT(), Types.DOUBLE(), Types.LONG()
-    types = [s, s, s, i, i, d, d, d, s, s, s, s, s, i, b, s]
+    types = [s, s, s, i, i, d, d, d, s, s, s, s, s, i, b, s, s]
     return Types.ROW_NAMED(list(OUTPUT_FIELDS), types)
 
 
@@ -129,11 +136,14 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
                               config.kafka.security)
                 if llm.deltas_topic else None
             )  # fmt: skip
+            model = load_prompt_model(config)
+            self._adapters, self._feed = _adapter_feed(config, model.decoder)
             self._service = CompletionService(
                 config,
-                load_prompt_model(config),
+                model,
                 build_store(config),
                 on_deltas=self._deltas.send if self._deltas is not None else None,
+                adapters=self._adapters,
             )
             self._service.start()
             self._poll_ms = llm.poll_ms
@@ -158,6 +168,8 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
             self._metrics_at = 0
 
         def close(self) -> None:
+            if self._feed is not None:
+                self._feed.close()
             self._service.close()
             if self._deltas is not None:
                 self._deltas.close()
@@ -192,7 +204,7 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
             raw = value[1]
             text = payload_base64(bytes(raw)) if isinstance(raw, bytes | bytearray) else raw
             return (None,) * 10 + ("internal_error", internal_error_detail(exc), text,
-                                   value[2], value[3], None)  # fmt: skip
+                                   value[2], value[3], None, None)  # fmt: skip
 
         def _restore(self, bucket: str) -> Iterator[Row]:
             """First sight of a bucket since open(): hold what its state kept (a restore)."""
@@ -284,6 +296,40 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
                 g[spec.name](windows[what].percentile(float(q)))
 
     return _Process()
+
+
+def _adapter_feed(config: Config, decoder: OnnxDecoder) -> tuple[Any, Any]:
+    """The worker's adapter set and its running feed, or (None, None) without a topic.
+
+    Waits up to ``llm.adapters_wait_s`` for the versions committed before start, so a
+    restarted worker serves the same versions as the others from its first prompt.
+
+    Raises:
+        ConfigError: ``llm.adapters_topic`` is set but the decoder takes no adapters.
+    """
+    llm = config.llm
+    if not llm.adapters_topic:
+        return None, None
+    from flinkai.kafka.adapter_feed import AdapterFeed
+    from flinkai.llm.adapters import AdapterSet
+
+    if decoder.lora is None:
+        raise ConfigError(
+            f"llm.adapters_topic is set but the decoder {llm.model} has no LoRA inputs: "
+            "export one with `flinkai model export-llm --lora-rank 8` and set "
+            f"llm.model: {llm.model}-lora-r8"
+        )
+    adapters = AdapterSet(decoder.lora, decoder.model_version, keep_versions=llm.adapter_versions)
+    feed = AdapterFeed(
+        config.kafka.bootstrap_servers, llm.adapters_topic, adapters,
+        security=config.kafka.security,
+    ).start()  # fmt: skip
+    if not feed.wait_ready(llm.adapters_wait_s):
+        log.warning(
+            "adapters topic %s not read to its end within %.0f s; serving what is loaded (%s)",
+            llm.adapters_topic, llm.adapters_wait_s, adapters.names(),
+        )  # fmt: skip
+    return adapters, feed
 
 
 def _from_text(raw: object) -> bytes | None:
