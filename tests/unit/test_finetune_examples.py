@@ -115,3 +115,23 @@ def test_adapter_topic_allows_megabyte_records() -> None:
     assert adapter_topic_configs() == {"max.message.bytes": str(16 * 1024 * 1024)}
     with pytest.raises(ValueError):
         adapter_topic_configs(0)
+
+
+def test_the_base_must_be_an_export_with_matching_lora_inputs(tmp_path: Path) -> None:
+    from flinkai.finetune.base import load_base, tiny_from_model_id
+    from flinkai.finetune.errors import FinetuneError
+    from flinkai.llm.artifacts import CHAT_TEMPLATE_FILE, DECODER_FILE, TOKENIZER_FILE
+    from flinkai.models.llm_export import TinyLlm
+    from tests.unit.test_llm_runtime import make_manifest, write_tokenizer
+
+    (tmp_path / DECODER_FILE).write_bytes(b"not an onnx graph")
+    write_tokenizer(tmp_path / TOKENIZER_FILE)
+    (tmp_path / CHAT_TEMPLATE_FILE).write_text(TEMPLATE)
+    make_manifest(tmp_path)  # no LoRA inputs
+    with pytest.raises(FinetuneError, match=r"no LoRA inputs.*export-llm --lora-rank 8"):
+        load_base(tmp_path, rank=8)
+
+    tiny = TinyLlm()
+    assert tiny_from_model_id(f"test/{tiny.name}") == tiny
+    assert tiny_from_model_id("test/tiny-llama-l2-h128") is None
+    assert tiny_from_model_id("SmolLM2-135M-Instruct") is None
