@@ -27,6 +27,7 @@ BENCHMARKS: tuple[str, ...] = (
     "flinkai_bench.kvcache",
     "flinkai_bench.llm",
     "flinkai_bench.llm_serve",
+    "flinkai_bench.lora",
     "flinkai_bench.agents",
     "flinkai_bench.suite",
     "flinkai_bench.identity",

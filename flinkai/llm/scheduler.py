@@ -20,8 +20,8 @@ tokens it has. On resume it restores those blocks and recomputes only the tail, 
 its tokens are the ones it would have produced (vLLM's swap, through the store;
 recompute when there is none). A request whose KV could never fit is refused at once.
 
-Adapters: a request naming an ``adapter`` is pinned at its first admission to that
-adapter's current version (:class:`~flinkai.llm.adapters.AdapterSet`, hot-plugged by
+Adapters: a request naming an ``adapter`` is pinned, when its first forward runs, to
+that adapter's current version (:class:`~flinkai.llm.adapters.AdapterSet`, hot-plugged by
 a feed) and keeps it through preemption, so no completion mixes two versions. Rows
 of different adapters share the decode step: the decoder takes each row's LoRA
 matrices as inputs (``flinkai.llm.lora``). Prefix blocks and session KV are keyed by
@@ -120,8 +120,8 @@ class Request:
         stop_ids: Ids that end the completion (kept as its last token).
         priority: Higher is admitted first.
         session: Resume from this session's previous turn's KV when the prompt extends it.
-        adapter: Decode with this LoRA adapter's version current at admission; None:
-            the base model.
+        adapter: Decode with this LoRA adapter's version current when the request's
+            first forward runs; None: the base model.
     """
 
     key: str
@@ -213,6 +213,9 @@ class SchedulerStats:
     adapter_first_use: dict[str, float] = field(default_factory=dict)
     #: ``name@version`` -> decode rows it served (one per row per step).
     adapter_rows: Counter[str] = field(default_factory=Counter)
+    #: (``name@version``, wall time) of each adapter sequence's first forward, newest
+    #: last: when a hot-plugged or rolled-back version first served a request.
+    adapter_starts: deque[tuple[str, float]] = field(default_factory=lambda: deque(maxlen=4096))
 
 
 class _Seq:
@@ -542,14 +545,15 @@ class Scheduler:
             if seq.admitted is None:
                 seq.admitted = now
                 self.stats.queue_ms.add((now - seq.submitted) * 1000.0)
-                if seq.req.adapter is not None and not self._pin(seq, now):
-                    continue
             seq.restore_pending = True
             self._prefill.append(seq)
 
-    def _pin(self, seq: _Seq, now: float) -> bool:
-        """Give ``seq`` its adapter's current version; False (and an error result) if none."""
+    def _pin(self, seq: _Seq) -> bool:
+        """Give ``seq`` its adapter's current version when its first forward is about to
+        run (not at admission: a prompt admitted behind others' prefill would otherwise
+        start on a version replaced meanwhile); False (and an error result) if none."""
         assert self.adapters is not None and seq.req.adapter is not None
+        now = self.clock()
         try:
             seq.lora = self.adapters.pin(seq.req.adapter)
             return True
@@ -633,6 +637,9 @@ class Scheduler:
         used = 0
         while self._prefill and used < budget:
             seq = self._prefill[0]
+            if seq.req.adapter is not None and seq.lora is None and not self._pin(seq):
+                self._prefill.pop(0)
+                continue
             if seq.restore_pending:
                 # Looked up when its prefill starts, not at admission: a prompt admitted
                 # beside another with the same prefix then finds the blocks it published.
@@ -643,7 +650,10 @@ class Scheduler:
             if seq.lora is None:
                 logits, cache = self.decoder.forward(chunk, seq.cache)
             else:
-                self.stats.adapter_first_use.setdefault(seq.lora.tag, self.wall())
+                if seq.covered == seq.restored and not seq.preemptions:
+                    wall = self.wall()
+                    self.stats.adapter_first_use.setdefault(seq.lora.tag, wall)
+                    self.stats.adapter_starts.append((seq.lora.tag, wall))
                 logits, cache = self.decoder.forward(chunk, seq.cache, lora=seq.lora)  # type: ignore[call-arg]
             seq.cache, seq.covered = cache, seq.covered + len(chunk)
             used += len(chunk)
