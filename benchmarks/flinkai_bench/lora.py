@@ -267,7 +267,7 @@ def serving_legs(args: argparse.Namespace, bootstrap: str, log: Callable[[str], 
         "hotplug_ms": _pcts([v for v in hot if v is not None]),
         "loaded_ms": _pcts(
             [c["commit_to_loaded_ms"] for c in changes if c["commit_to_loaded_ms"] is not None]
-        ),  # fmt: skip
+        ),
         "rollback_ms": _pcts([v for v in back if v is not None]),
         "publish_to_commit_ms": _pcts([c["publish_to_commit_ms"] for c in changes]),
         "missed": sum(1 for c in changes if c["commit_to_first_step_ms"] is None),

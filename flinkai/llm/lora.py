@@ -254,4 +254,3 @@ class Adapter:
                 )
             if not np.isfinite(arr).all():
                 raise AdapterError("not_finite", f"{self.tag}: {name} holds NaN or inf")
-

@@ -352,9 +352,7 @@ def _export_onnx(
     if lora is not None:
         # Small random adapters after the past, so the trace sees the LoRA path as data flow.
         gen = torch.Generator().manual_seed(0)
-        past += [
-            0.01 * torch.randn((1, *lora.shape_of(n)), generator=gen) for n in lora.names()
-        ]
+        past += [0.01 * torch.randn((1, *lora.shape_of(n)), generator=gen) for n in lora.names()]
     names_in, names_out = input_names(n_layers, lora), output_names(n_layers)
     dynamic: dict[str, dict[int, str]] = {
         "input_ids": {0: "batch", 1: "sequence"},
