@@ -21,7 +21,8 @@ its tokens are the ones it would have produced (vLLM's swap, through the store;
 recompute when there is none). A request whose KV could never fit is refused at once.
 
 Adapters: a request naming an ``adapter`` is pinned, when its first forward runs, to
-that adapter's current version (:class:`~flinkai.llm.adapters.AdapterSet`, hot-plugged by
+that adapter's current version (a prompt still in its prefill moves to a newer one,
+recomputing its partial KV) (:class:`~flinkai.llm.adapters.AdapterSet`, hot-plugged by
 a feed) and keeps it through preemption, so no completion mixes two versions. Rows
 of different adapters share the decode step: the decoder takes each row's LoRA
 matrices as inputs (``flinkai.llm.lora``). Prefix blocks and session KV are keyed by
@@ -216,6 +217,8 @@ class SchedulerStats:
     #: (``name@version``, wall time) of each adapter sequence's first forward, newest
     #: last: when a hot-plugged or rolled-back version first served a request.
     adapter_starts: deque[tuple[str, float]] = field(default_factory=lambda: deque(maxlen=4096))
+    #: Prompts moved to a newer version mid-prefill (their partial KV recomputed).
+    adapter_repins: int = 0
 
 
 class _Seq:
@@ -565,6 +568,19 @@ class Scheduler:
             self._done.append(failed)
             return False
 
+    def _repin(self, seq: _Seq) -> None:
+        """Move a prompt still in its prefill to its adapter's newest version, dropping
+        the partial KV: it has produced no token yet, so nothing mixes two versions, and
+        a hot-plugged version serves from the next step instead of after that prefill."""
+        assert self.adapters is not None and seq.lora is not None
+        latest = self.adapters.current(seq.lora.name)
+        if latest is None or latest is seq.lora:
+            return
+        seq.lora = latest
+        seq.cache, seq.covered, seq.restored, seq.stored_tokens = None, 0, 0, 0
+        seq.restore_pending, seq.counted_cache = True, False
+        self.stats.adapter_repins += 1
+
     def _peek(self, now: float) -> _Seq | None:
         best: _Seq | None = None
         best_rank = 0.0
@@ -637,9 +653,11 @@ class Scheduler:
         used = 0
         while self._prefill and used < budget:
             seq = self._prefill[0]
-            if seq.req.adapter is not None and seq.lora is None and not self._pin(seq):
-                self._prefill.pop(0)
-                continue
+            if seq.req.adapter is not None and not seq.generated:
+                if seq.lora is None and not self._pin(seq):
+                    self._prefill.pop(0)
+                    continue
+                self._repin(seq)
             if seq.restore_pending:
                 # Looked up when its prefill starts, not at admission: a prompt admitted
                 # beside another with the same prefix then finds the blocks it published.

@@ -146,3 +146,31 @@ def test_a_running_sequence_keeps_its_version_and_later_ones_get_the_new(
     assert done["missing"].error is not None and done["missing"].error.startswith("unknown_adapter")
     assert done["bad"].error is not None and done["bad"].error.startswith("invalid_name")
     assert scheduler.stats.adapter_first_use["t@2"] >= scheduler.stats.adapter_first_use["t@1"]
+
+
+def test_a_prompt_still_in_prefill_moves_to_the_new_version(
+    decoders: tuple[OnnxDecoder, OnnxDecoder],
+) -> None:
+    _, decoder = decoders
+    assert decoder.lora is not None
+    adapters = AdapterSet(decoder.lora, decoder.model_version)
+    v1, v2 = make_adapter(decoder, "t", 1, 1), make_adapter(decoder, "t", 2, 2)
+    adapters.publish(v1)
+    config = SchedulerConfig(max_running=4, step_tokens=8, min_prefill_chunk=8)
+    scheduler = Scheduler(decoder, config, adapters=adapters)  # type: ignore[arg-type]
+    prompt = tuple(range(600, 640))  # 5 chunks of 8
+    scheduler.submit(Request("slow", prompt, NEW, frozenset(), adapter="t"))
+    scheduler.step()
+    scheduler.step()
+    assert scheduler.stats.adapter_starts[-1][0] == "t@1"
+    adapters.publish(v2)
+    while scheduler.pending:
+        scheduler.step()
+    (done,) = scheduler.take()
+    assert scheduler.stats.adapter_repins == 1
+    assert done.adapter == "t@2"
+    assert (
+        done.token_ids
+        == decode_greedy(decoder.with_adapter(v2), prompt, NEW, frozenset()).token_ids
+    )
+    assert [t for t, _ in scheduler.stats.adapter_starts] == ["t@1", "t@2"]
