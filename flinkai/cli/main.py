@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "flinkai.cli.kafka_cmd",
     "flinkai.cli.chroma_cmd",
     "flinkai.cli.model_cmd",
+    "flinkai.cli.adapter_cmd",
     "flinkai.cli.agents_cmd",
     "flinkai.cli.registry_cmd",
     "flinkai.cli.run_cmd",
