@@ -1,10 +1,10 @@
-"""The chart's autoscaling contract as :mod:`flinkai_bench.autoscaling` reads it, and the HPA's arithmetic."""
+"""The chart's autoscaling contract as :mod:`flinkai_bench.autoscaling` reads it."""
 
 from __future__ import annotations
 
 import pytest
 
-from flinkai_bench.autoscaling import ChartError, HpaDecider, desired_replicas, helm_command, render
+from flinkai_bench.autoscaling import ChartError, helm_command, render
 from flinkai_bench.autoscaling.chart import _fill_values
 
 
@@ -57,33 +57,3 @@ def test_helm_render_matches_the_values_render() -> None:
         by_values.min_replicas,
         by_values.max_replicas,
     )
-
-
-def test_desired_replicas_is_the_hpa_formula_with_tolerance() -> None:
-    assert desired_replicas(1, 25.0, 10.0) == 3  # ceil(1 x 2.5)
-    assert desired_replicas(2, 25.0, 10.0) == 5  # ceil(2 x 2.5)
-    assert desired_replicas(3, 10.9, 10.0) == 3  # within 10 %
-    assert desired_replicas(3, 11.5, 10.0) == 4
-    assert desired_replicas(4, 1.0, 10.0) == 1
-    with pytest.raises(ValueError):
-        desired_replicas(0, 1.0, 10.0)
-
-
-def test_decider_waits_out_the_stabilisation_windows() -> None:
-    now = [0.0]
-    hpa = HpaDecider(1, 4, up_window_s=30, down_window_s=60, clock=lambda: now[0])
-    assert hpa.decide(1, 5.0, 10.0) == 1  # under target: nothing to do at 1 replica
-    now[0] = 10
-    # A spike: the window still holds the earlier proposal of 1, so no scale-up yet.
-    assert hpa.decide(1, 30.0, 10.0) == 1
-    now[0] = 41
-    assert hpa.decide(1, 30.0, 10.0) == 3
-    now[0] = 50
-    assert hpa.decide(3, 100.0, 10.0) == 3  # the up-window still holds the 3 of t=41
-    now[0] = 81
-    assert hpa.decide(3, 100.0, 10.0) == 4  # capped at max_replicas
-    now[0] = 90
-    # Drained: the down-window still holds the high proposals.
-    assert hpa.decide(4, 0.0, 10.0) == 4
-    now[0] = 150
-    assert hpa.decide(4, 0.0, 10.0) == 1

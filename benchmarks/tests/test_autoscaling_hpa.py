@@ -28,21 +28,36 @@ class Clock:
         return self.t
 
 
+def rules(window_s: float, *policies: ScalingPolicy, select: str = "Max") -> ScalingRules:
+    return ScalingRules(window_s, select, policies)
+
+
 def hpa(
-    clock: Clock, metrics: tuple[MetricTarget, ...] = (BACKLOG, ROWS), up_pods: int = 4
+    clock: Clock,
+    metrics: tuple[MetricTarget, ...] = (BACKLOG, ROWS),
+    up_pods: int = 4,
+    *,
+    up: ScalingRules | None = None,
+    down: ScalingRules | None = None,
+    max_replicas: int = 6,
 ) -> HorizontalPodAutoscaler:
+    """No windows, +``up_pods`` and -1 pod per 60 s, 1 to 6 replicas, unless told."""
     return HorizontalPodAutoscaler(
         metrics=metrics,
         min_replicas=1,
-        max_replicas=6,
-        up=ScalingRules(0.0, "Max", (ScalingPolicy("Pods", up_pods, 60.0),)),
-        down=ScalingRules(0.0, "Min", (ScalingPolicy("Pods", 1, 60.0),)),
+        max_replicas=max_replicas,
+        up=up or rules(0.0, ScalingPolicy("Pods", up_pods, 60.0)),
+        down=down or rules(0.0, ScalingPolicy("Pods", 1, 60.0), select="Min"),
         clock=clock,
     )
 
 
 def pods(n: int) -> list[str]:
     return [f"tm-{i}" for i in range(n)]
+
+
+def backlog(total: float) -> dict[str, MetricReading]:
+    return {"backlog": MetricReading(total=total)}
 
 
 def test_the_metric_asking_for_most_replicas_wins() -> None:
@@ -61,10 +76,10 @@ def test_within_tolerance_keeps_the_count() -> None:
     clock = Clock()
     h = hpa(clock, (BACKLOG,))
     # 21 batches on 2 replicas: ratio 1.05, inside 0.1 -> 2, where ceil(21/10) would be 3.
-    assert h.decide(2, {"backlog": MetricReading(total=21.0)}, pods(2)).desired == 2
+    assert h.decide(2, backlog(21.0), pods(2)).desired == 2
     clock.t = 1.0
     # 23 batches: ratio 1.15 -> ceil(2.3) = 3.
-    assert h.decide(2, {"backlog": MetricReading(total=23.0)}, pods(2)).desired == 3
+    assert h.decide(2, backlog(23.0), pods(2)).desired == 3
 
 
 def test_a_missing_metric_holds_the_scale_down_but_not_the_scale_up() -> None:
@@ -76,7 +91,7 @@ def test_a_missing_metric_holds_the_scale_down_but_not_the_scale_up() -> None:
     assert held.proposals["gpu"] is None and held.metric_desired is None
     assert held.desired == 3 and "held" in held.reason
     clock.t = 100.0
-    busy = {"backlog": MetricReading(total=60.0)}
+    busy = backlog(60.0)
     # rows and gpu both missing; the backlog alone asks for 6: a scale-up proceeds.
     up = h.decide(3, busy, pods(3))
     assert up.desired == 6 and up.proposals["rows"] is None
@@ -89,7 +104,7 @@ def test_no_metric_at_all_never_scales_to_zero() -> None:
     # An empty Pods reading with a 0-valued External one: min replicas, never 0.
     clock.t = 1000.0
     h = hpa(clock, (BACKLOG,))
-    assert h.decide(1, {"backlog": MetricReading(total=0.0)}, pods(1)).desired == 1
+    assert h.decide(1, backlog(0.0), pods(1)).desired == 1
 
 
 def test_pods_without_a_value_count_as_at_target_on_a_scale_down() -> None:
@@ -107,46 +122,142 @@ def test_pods_without_a_value_count_as_at_target_on_a_scale_down() -> None:
 
 def test_scale_down_window_takes_the_highest_recent_recommendation() -> None:
     clock = Clock()
-    h = HorizontalPodAutoscaler(
-        metrics=(BACKLOG,),
-        min_replicas=1,
-        max_replicas=6,
-        up=ScalingRules(0.0, "Max", (ScalingPolicy("Pods", 4, 60.0),)),
-        down=ScalingRules(30.0, "Min", (ScalingPolicy("Pods", 4, 1.0),)),
-        clock=clock,
-    )
+    h = hpa(clock, (BACKLOG,), down=rules(30.0, ScalingPolicy("Pods", 4, 1.0), select="Min"))
     # A new HPA starts with the current count in its down-window: no scale-down yet.
-    assert h.decide(4, {"backlog": MetricReading(total=0.0)}, pods(4)).desired == 4
+    assert h.decide(4, backlog(0.0), pods(4)).desired == 4
     clock.t = 20.0
-    assert h.decide(4, {"backlog": MetricReading(total=0.0)}, pods(4)).desired == 4
+    assert h.decide(4, backlog(0.0), pods(4)).desired == 4
     clock.t = 31.0  # the first recommendation (4) left the window
-    assert h.decide(4, {"backlog": MetricReading(total=0.0)}, pods(4)).desired == 1
+    assert h.decide(4, backlog(0.0), pods(4)).desired == 1
 
 
-def test_pods_policy_bounds_each_period() -> None:
+def test_pods_policy_and_max_replicas_bound_each_period() -> None:
     clock = Clock()
     h = hpa(clock, (BACKLOG,), up_pods=2)
-    # The chart's +2 pods per period: 1 -> 3 in one step (not 1 -> 2), then wait.
-    assert h.decide(1, {"backlog": MetricReading(total=100.0)}, pods(1)).desired == 3
+    # 100 batches ask for 10 TaskManagers; the chart's +2 pods per period: 1 -> 3 in one
+    # step (not 1 -> 2), then wait.
+    first = h.decide(1, backlog(100.0), pods(1))
+    assert (first.metric_desired, first.recommended, first.desired) == (10, 10, 3)
     clock.t = 30.0
-    assert h.decide(3, {"backlog": MetricReading(total=100.0)}, pods(3)).desired == 3
+    assert h.decide(3, backlog(100.0), pods(3)).desired == 3
     clock.t = 61.0
-    assert h.decide(3, {"backlog": MetricReading(total=100.0)}, pods(3)).desired == 5
+    assert h.decide(3, backlog(100.0), pods(3)).desired == 5
+    clock.t = 122.0
+    assert h.decide(5, backlog(100.0), pods(5)).desired == 6  # max_replicas
 
 
 def test_percent_policy_and_disabled_direction() -> None:
     clock = Clock()
-    h = HorizontalPodAutoscaler(
-        metrics=(BACKLOG,),
-        min_replicas=1,
+    h = hpa(
+        clock,
+        (BACKLOG,),
+        up=rules(0.0, ScalingPolicy("Percent", 100, 60.0)),
+        down=rules(0.0, ScalingPolicy("Pods", 1, 60.0), select="Disabled"),
         max_replicas=20,
-        up=ScalingRules(0.0, "Max", (ScalingPolicy("Percent", 100, 60.0),)),
-        down=ScalingRules(0.0, "Disabled", (ScalingPolicy("Pods", 1, 60.0),)),
-        clock=clock,
     )
-    assert h.decide(2, {"backlog": MetricReading(total=200.0)}, pods(2)).desired == 4
+    assert h.decide(2, backlog(200.0), pods(2)).desired == 4
     clock.t = 100.0
-    assert h.decide(4, {"backlog": MetricReading(total=0.0)}, pods(4)).desired == 4
+    assert h.decide(4, backlog(0.0), pods(4)).desired == 4
+
+
+@pytest.mark.parametrize(
+    ("current", "per_replica", "proposal"),
+    [
+        (1, 25.0, 3),  # ceil(1 x 2.5)
+        (2, 25.0, 5),  # ceil(2 x 2.5)
+        (3, 10.9, 3),  # ratio 1.09: within the tolerance
+        (3, 11.5, 4),  # ratio 1.15: ceil(3.45)
+        (4, 1.0, 1),  # ratio 0.1: ceil(0.4)
+    ],
+)
+def test_external_proposal_is_ceil_of_current_times_ratio(
+    current: int, per_replica: float, proposal: int
+) -> None:
+    # An External AverageValue target: the per-replica value is the total / current.
+    d = hpa(Clock(), (BACKLOG,)).decide(current, backlog(current * per_replica), pods(current))
+    assert d.proposals == {"backlog": proposal} and d.metric_desired == proposal
+
+
+def test_up_window_takes_the_lowest_recent_recommendation() -> None:
+    clock = Clock()
+    h = hpa(
+        clock,
+        (BACKLOG,),
+        up=rules(30.0, ScalingPolicy("Pods", 4, 60.0)),
+        down=rules(60.0, ScalingPolicy("Pods", 4, 1.0)),
+        max_replicas=4,
+    )
+    assert h.decide(1, backlog(5.0), pods(1)).desired == 1  # under target at 1 replica
+    clock.t = 10.0
+    # A spike asks for 3; the up-window still holds the 1 of t=0: no scale-up yet.
+    spike = h.decide(1, backlog(30.0), pods(1))
+    assert spike.metric_desired == 3 and spike.desired == 1
+    clock.t = 41.0
+    assert h.decide(1, backlog(30.0), pods(1)).desired == 3
+    clock.t = 50.0
+    # 300 batches ask for 30; the up-window still holds the 3 of t=41.
+    assert h.decide(3, backlog(300.0), pods(3)).desired == 3
+    clock.t = 81.0
+    assert h.decide(3, backlog(300.0), pods(3)).desired == 4  # capped at max_replicas
+    clock.t = 90.0
+    # Drained: the down-window still holds the high recommendations.
+    assert h.decide(4, backlog(0.0), pods(4)).desired == 4
+    clock.t = 151.0
+    assert h.decide(4, backlog(0.0), pods(4)).desired == 1  # min_replicas, never 0
+
+
+def test_scale_down_waits_for_the_window_then_one_pod_per_period() -> None:
+    clock = Clock()
+    h = hpa(clock, (BACKLOG,), down=rules(5.0, ScalingPolicy("Pods", 1, 60.0)), max_replicas=3)
+    assert h.decide(3, backlog(30.0), pods(3)).desired == 3  # at target
+    clock.t = 1.0
+    idle = h.decide(3, backlog(0.0), pods(3))
+    assert idle.metric_desired == 0 and idle.desired == 3  # the down-window holds a 3
+    clock.t = 7.0
+    assert h.decide(3, backlog(0.0), pods(3)).desired == 2  # window passed: one pod
+    clock.t = 20.0
+    assert h.decide(2, backlog(0.0), pods(2)).desired == 2  # the next only after the period
+    clock.t = 68.0
+    assert h.decide(2, backlog(0.0), pods(2)).desired == 1
+
+
+def test_ticks_without_any_metric_leave_no_recommendation_in_the_windows() -> None:
+    clock = Clock()
+    h = hpa(clock, (BACKLOG,), down=rules(5.0, ScalingPolicy("Pods", 1, 60.0)))
+    assert h.decide(3, backlog(30.0), pods(3)).desired == 3  # at target
+    for t in range(1, 10):  # the job restarts at 3 TaskManagers: no metric for 9 s
+        clock.t = float(t)
+        held = h.decide(3, {}, pods(3))
+        assert held.desired == 3 and held.reason == "no metric available"
+    # Kubernetes records nothing on a tick whose metrics all failed, so the 3 of t=0
+    # has left the 5 s window and the first idle read scales down (one pod: the policy).
+    clock.t = 10.0
+    assert h.decide(3, backlog(0.0), pods(3)).desired == 2
+
+
+def test_time_scale_shortens_every_window_and_period() -> None:
+    behavior = {
+        "scaleUp": {
+            "stabilizationWindowSeconds": 30,
+            "policies": [{"type": "Pods", "value": 2, "periodSeconds": 120}],
+        },
+        "scaleDown": {
+            "stabilizationWindowSeconds": 600,
+            "selectPolicy": "Min",
+            "policies": [
+                {"type": "Pods", "value": 1, "periodSeconds": 300},
+                {"type": "Percent", "value": 50, "periodSeconds": 60},
+            ],
+        },
+    }
+    h = HorizontalPodAutoscaler.from_chart((BACKLOG,), behavior, 1, 4, time_scale=0.1)
+    assert h.up == rules(3.0, ScalingPolicy("Pods", 2, 12.0))
+    assert h.down == rules(
+        60.0,
+        ScalingPolicy("Pods", 1, 30.0),
+        ScalingPolicy("Percent", 50, 6.0),
+        select="Min",
+    )
 
 
 def test_bad_policies_are_refused() -> None:

@@ -1,4 +1,4 @@
-"""The scaling harness's pure parts: the HPA step with policies, timeline figures, report."""
+"""The scaling harness's pure parts: timeline figures, backlog signals, report."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from flinkai_bench.autoscaling.policy import PodsPolicy, TaskManagerScaler, behavior_from_chart
 from flinkai_bench.autoscaling.timeline import (
     Sample,
     ScaleEvent,
@@ -15,80 +14,6 @@ from flinkai_bench.autoscaling.timeline import (
     rate_series,
     reduce_timeline,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def scaler(clock: Clock, up: PodsPolicy, down: PodsPolicy) -> TaskManagerScaler:
-    return TaskManagerScaler(
-        target=10.0,
-        min_replicas=1,
-        max_replicas=3,
-        up_window_s=0.0,
-        down_window_s=5.0,
-        up=up,
-        down=down,
-        clock=clock,
-    )
-
-
-def test_up_policy_bounds_pods_per_period() -> None:
-    clock = Clock()
-    s = scaler(clock, PodsPolicy(1, 20.0), PodsPolicy(1, 60.0))
-    step = s.step(1, 100.0)  # ceil(1 x 100 / 10) = 10, capped at 3, then 1 pod per period
-    assert (step.proposal, step.recommended, step.desired) == (10, 3, 2)
-    clock.t = 10.0
-    assert s.step(2, 100.0).desired == 2  # the period's one pod is used
-    clock.t = 21.0
-    assert s.step(2, 100.0).desired == 3
-
-
-def test_chart_up_policy_allows_two_pods() -> None:
-    clock = Clock()
-    s = scaler(clock, PodsPolicy(2, 120.0), PodsPolicy(1, 300.0))
-    assert s.step(1, 100.0).desired == 3
-
-
-def test_scale_down_waits_for_the_window_then_one_pod() -> None:
-    clock = Clock()
-    s = scaler(clock, PodsPolicy(1, 20.0), PodsPolicy(1, 60.0))
-    s.step(3, 60.0)  # at target x 3 replicas: within tolerance, stays
-    clock.t = 1.0
-    step = s.step(3, 0.0)
-    assert step.proposal == 1 and step.desired == 3  # the window still holds a 3
-    clock.t = 7.0
-    assert s.step(3, 0.0).desired == 2  # window passed; the policy removes one pod
-    clock.t = 20.0
-    assert s.step(2, 0.0).desired == 2  # next pod only after the period
-
-
-def test_within_tolerance_changes_nothing() -> None:
-    s = scaler(Clock(), PodsPolicy(1, 20.0), PodsPolicy(1, 60.0))
-    assert s.step(2, 21.0).desired == 2  # 10.5 per replica: within 10 %
-
-
-def test_behavior_from_chart_scales_windows_and_periods() -> None:
-    behavior = {
-        "scaleUp": {
-            "stabilizationWindowSeconds": 30,
-            "policies": [{"type": "Pods", "value": 2, "periodSeconds": 120}],
-        },
-        "scaleDown": {
-            "stabilizationWindowSeconds": 600,
-            "policies": [{"type": "Pods", "value": 1, "periodSeconds": 300}],
-        },
-    }
-    got = behavior_from_chart(behavior, 0.1)
-    assert got["up_window_s"] == 3.0 and got["down_window_s"] == 60.0
-    assert got["up"] == PodsPolicy(2, 12.0) and got["down"] == PodsPolicy(1, 30.0)
-    with pytest.raises(ValueError, match="one Pods policy"):
-        behavior_from_chart({"scaleUp": {"policies": []}, "scaleDown": behavior["scaleDown"]})
 
 
 def _sample(
@@ -190,18 +115,6 @@ def test_report_writes_json_and_png(tmp_path: Path) -> None:
     assert len(data["samples"]) == len(samples) and data["exactly_once"]["sent"] == 2
     png = draw_timeline(run, tmp_path / "scaling.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-
-
-def test_ticks_without_the_metric_keep_the_down_window() -> None:
-    clock = Clock()
-    s = scaler(clock, PodsPolicy(1, 20.0), PodsPolicy(1, 60.0))
-    for t in range(0, 10):  # the job restarts at 3 TaskManagers: no metric for 10 s
-        clock.t = float(t)
-        s.hold(3)
-    clock.t = 10.0
-    assert s.step(3, 0.0).desired == 3  # the holds in the 5 s window still say 3
-    clock.t = 15.5
-    assert s.step(3, 0.0).desired == 2
 
 
 def test_backlog_signals_count_what_pending_records_does_not_see() -> None:

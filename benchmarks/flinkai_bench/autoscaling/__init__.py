@@ -2,8 +2,9 @@
 
 :mod:`.chart` reads the chart's prometheus-adapter rules and HPA (helm-rendered, or from
 its values), and fills the adapter's query templates; :mod:`.hpa` is the HPA's own
-replica calculation (ratio, tolerance, stabilisation windows), used by the harness that
-adds and removes TaskManagers. The series come from a real Prometheus
+replica calculation (ratio, tolerance, stabilisation windows, policies), used by the
+harness that adds and removes TaskManagers; :mod:`.adapter` reads each HPA metric
+through the adapter's query. The series come from a real Prometheus
 (:mod:`flinkai.local.prometheus`).
 """
 
@@ -18,10 +19,8 @@ from flinkai_bench.autoscaling.chart import (
 from flinkai_bench.autoscaling.errors import ChartError
 from flinkai_bench.autoscaling.hpa import (
     HorizontalPodAutoscaler,
-    HpaDecider,
     MetricReading,
     MetricTarget,
-    desired_replicas,
 )
 
 __all__ = [
@@ -29,12 +28,10 @@ __all__ = [
     "ChartAutoscaling",
     "ChartError",
     "HorizontalPodAutoscaler",
-    "HpaDecider",
     "HpaMetric",
     "MetricReading",
     "MetricTarget",
     "default_chart",
-    "desired_replicas",
     "helm_command",
     "render",
 ]
