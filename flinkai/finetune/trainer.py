@@ -157,22 +157,37 @@ class LoraTrainer:
         return self._model
 
     def train_step(self, batch: Sequence[EncodedExample]) -> float:
-        """One optimizer step on ``batch`` (in this order); the mean answer-token loss."""
+        """One optimizer step on ``batch`` (in this order); the mean answer-token loss.
+
+        Rows are padded on the left, so every answer ends at the last position and the
+        logits are computed for the last ``longest answer + 1`` positions only: the
+        vocabulary projection of every prompt position (most of a row) would cost a
+        third of the step and feed no loss.
+        """
         torch = self._torch
         if not batch:
             raise ValueError("a training step needs at least one example")
         width = max(len(e.input_ids) for e in batch)
+        answer = max(e.answer_tokens for e in batch)
         ids = torch.zeros((len(batch), width), dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
-        labels = torch.full((len(batch), width), _IGNORE, dtype=torch.long)
+        labels = torch.full((len(batch), answer), _IGNORE, dtype=torch.long)
         for row, e in enumerate(batch):
             n = len(e.input_ids)
-            ids[row, :n] = torch.tensor(e.input_ids, dtype=torch.long)
-            mask[row, :n] = 1
+            ids[row, width - n :] = torch.tensor(e.input_ids, dtype=torch.long)
+            mask[row, width - n :] = 1
             # Loss on the answer only: the model learns what to say, not the prompt.
-            labels[row, e.prompt_tokens : n] = ids[row, e.prompt_tokens : n]
-        out = self._model(input_ids=ids, attention_mask=mask, labels=labels)
-        loss = out.loss
+            labels[row, answer - e.answer_tokens :] = ids[row, width - e.answer_tokens :]
+        # Left padding: positions count real tokens only, as an unpadded forward has them.
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self._model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                          logits_to_keep=answer + 1, use_cache=False)  # fmt: skip
+        # logits[:, j] predicts the token after position j: the last `answer` tokens.
+        logits = out.logits[:, :-1, :]
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1),
+            ignore_index=_IGNORE,
+        )  # fmt: skip
         self._optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self._optimizer.step()

@@ -85,7 +85,8 @@ def test_restoring_mid_way_continues_byte_for_byte() -> None:
     with torch.no_grad():
         for (_, p), (_, q) in zip(weights_only._params, source._params, strict=True):
             p.copy_(q)
-    assert weights_only.adapter("news", 3).encode() == straight[2]
+    same = Adapter.decode(straight[2]).params
+    assert all(np.array_equal(v, same[k]) for k, v in weights_only.params().items())
     assert run(weights_only, data, range(3, 6))[-1] != straight[-1]
 
 
