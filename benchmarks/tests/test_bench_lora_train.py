@@ -10,6 +10,7 @@ from flinkai.datasets import datasets_dir
 from flinkai_bench.lora_train import (
     INSTRUCTION,
     _common_prefix,
+    _settled,
     ag_news_split,
     example_records,
     parse_label,
@@ -49,3 +50,13 @@ def test_common_prefix_leaves_a_token_to_feed() -> None:
     assert _common_prefix([[1, 2, 3, 4], [1, 2, 3, 5, 6]]) == [1, 2, 3]
     assert _common_prefix([[1, 2, 3], [1, 2, 3, 4]]) == [1, 2]
     assert _common_prefix([[7, 8], [1, 2]]) == []
+
+
+def test_a_decode_stops_only_when_more_tokens_cannot_change_the_label() -> None:
+    assert not _settled("The topic is")
+    assert not _settled("The topic is World")  # "Worldwide" would not name it
+    assert _settled("The topic is World.")
+    assert _settled("Sci/Tech and")
+    # Whatever follows a settled answer, its first label stays the same.
+    for text, more in [("Sports,", " World"), ("science ", "World"), ("tech-", "nology")]:
+        assert _settled(text) and parse_label(text + more) == parse_label(text)
