@@ -312,8 +312,13 @@ def _handle(args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(line, flush=True)
 
-    result: dict[str, Any] = {"config": {k: v for k, v in vars(args).items() if k != "handler"}}
+    config = {k: v for k, v in vars(args).items() if k != "handler"}
     path = Path(args.json) if args.json else None
+    result: dict[str, Any] = {}
+    if args.update and path is not None and path.is_file():
+        # Legs run now replace theirs; the others' results (and configs) stay.
+        result = json.loads(path.read_text())
+    result.setdefault("configs", {})[",".join(sorted(args.legs.split(",")))] = config
 
     def save() -> None:
         result["summary"] = summarize(result)
@@ -329,11 +334,13 @@ def _handle(args: argparse.Namespace) -> int:
         if {"accuracy", "exactly-once", "recovery"} & set(args.legs.split(",")):
             from flinkai_bench.lora_train import training_legs
 
+            before = dict(result.get("training") or {})
+
             def partial(training: dict[str, Any]) -> None:
-                result["training"] = training
+                result["training"] = {**before, **training}
                 save()
 
-            result["training"] = training_legs(args, bootstrap, log, partial)
+            partial(training_legs(args, bootstrap, log, partial))
     save()
     log(json.dumps(result["summary"], indent=2))
     if path is not None:
@@ -369,6 +376,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--bootstrap", help="Kafka bootstrap (default: a local broker)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the other legs' results already in --json PATH")  # fmt: skip
     parser.set_defaults(handler=_handle)
 
 
