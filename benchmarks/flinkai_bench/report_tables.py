@@ -271,6 +271,26 @@ TABLES: dict[str, TableSpec] = {
         ),
         note="Bursts sent at once to the default job (checkpoint every 5 s, 60 s timeout).",
     ),
+    "lora": TableSpec(
+        source=f"{_D6}/lora.json",
+        rows="",
+        where=((ROW_KEY, "summary"),),
+        columns=(
+            col("hot-plug ms p50", "hotplug_ms_p50", ",.0f"),
+            col("hot-plug ms p99", "hotplug_ms_p99", ",.0f"),
+            col("rollback ms p50", "rollback_ms_p50", ",.0f"),
+            col("rollback ms p99", "rollback_ms_p99", ",.0f"),
+            col("changing tok/s loss %", "serving_change_loss_pct", ".1f"),
+            col("mixed / single", "mixed_vs_single_tok_s_ratio", ".3f"),
+            col("LoRA graph / plain", "lora_base_vs_plain_tok_s_ratio", ".3f"),
+            col("exactly-once cost %", "throughput_loss_pct", ".1f", missing="not run"),
+            col("base acc", "base_accuracy", ".3f", missing="not run"),
+            col("adapter acc", "adapter_accuracy", ".3f", missing="not run"),
+            col("replay identical", "replay_identical", missing="not run"),
+        ),
+        note="The run's `summary`: hot-plug and rollback from commit to the first forward "
+        "that used the version; tok/s ratios of closed-loop rows; training legs on AG News.",
+    ),
     "agents": TableSpec(
         source=f"{_D6}/agents.json",
         rows="legs",
