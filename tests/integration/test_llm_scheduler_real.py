@@ -70,4 +70,6 @@ def test_any_schedule_equals_single_sequence_greedy_on_the_real_decoder(seed: in
     for key, d in flips:
         print(f"{key}: near-tie flip at token {d.position}, margin {d.margin:.2e}")  # type: ignore[union-attr]
     assert all(d is not None and d.near_tie for _, d in flips), flips
-    print(f"{len(want) - len(flips)} of {len(want)} identical; {scheduler.stats.preemptions} preemptions")
+    print(
+        f"{len(want) - len(flips)} of {len(want)} identical; {scheduler.stats.preemptions} preemptions"
+    )
