@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-__all__ = ["require_decoder", "tiny_decoder_dir"]
+if TYPE_CHECKING:
+    from flinkai.config import Config
+    from flinkai.kafka.admin import Record
+
+REPO = Path(__file__).resolve().parents[2]
+
+__all__ = ["require_decoder", "run_bounded_llm_job", "tiny_decoder_dir"]
 
 
 def require_decoder() -> None:
@@ -30,3 +37,34 @@ def tiny_decoder_dir() -> Path:
     from flinkai.models.llm_export import export_tiny_llm
 
     return export_tiny_llm().decoder_path.parent
+
+
+def run_bounded_llm_job(
+    config: Config, bootstrap: str, topics: tuple[str, str, str], run_id: str
+) -> tuple[list[Record], list[Record]]:
+    """Run ``jobs/llm_complete.sql`` over what ``topics[0]`` holds now, to its end.
+
+    Returns:
+        The completions and the dead letters, read ``read_committed``.
+    """
+    from flinkai.kafka.admin import read_to_end_offsets
+    from flinkai.runtime.runner import RunOptions, run_script
+
+    source, out, dlq = topics
+    variables = {
+        "KAFKA_BOOTSTRAP": bootstrap,
+        "PROMPTS_TOPIC": source,
+        "COMPLETIONS_TOPIC": out,
+        "DLQ_TOPIC": dlq,
+        "SCAN_BOUNDED_MODE": "latest-offset",
+        "GROUP_ID": f"llm-{run_id}",
+    }
+    run_script(
+        REPO / "jobs" / "llm_complete.sql",
+        config,
+        RunOptions(variables=variables, timeout_s=300),
+    )
+    return (
+        read_to_end_offsets(bootstrap, out, timeout_s=30).records,
+        read_to_end_offsets(bootstrap, dlq, timeout_s=30).records,
+    )

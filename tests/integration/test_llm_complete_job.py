@@ -16,12 +16,11 @@ from pathlib import Path
 import pytest
 
 from flinkai.config import load_config
-from flinkai.kafka.admin import create_topics, produce, read_to_end_offsets
+from flinkai.kafka.admin import create_topics, produce
 from flinkai.kafka.broker import LocalKafka
-from flinkai.runtime.runner import RunOptions, run_script
 from flinkai.testing import check_exactly_once, dead_letter_id
 
-from .llm import require_decoder
+from .llm import require_decoder, run_bounded_llm_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -75,24 +74,7 @@ def test_every_prompt_gives_one_completion_or_one_dead_letter(kafka_broker: Loca
         },
         kafka={"bootstrap_servers": bootstrap},
     )
-    run_script(
-        REPO / "jobs" / "llm_complete.sql",
-        config,
-        RunOptions(
-            variables={
-                "KAFKA_BOOTSTRAP": bootstrap,
-                "PROMPTS_TOPIC": source,
-                "COMPLETIONS_TOPIC": out,
-                "DLQ_TOPIC": dlq,
-                "SCAN_BOUNDED_MODE": "latest-offset",
-                "GROUP_ID": f"llm-{run_id}",
-            },
-            timeout_s=300,
-        ),
-    )
-
-    results = read_to_end_offsets(bootstrap, out, timeout_s=30).records
-    dead = read_to_end_offsets(bootstrap, dlq, timeout_s=30).records
+    results, dead = run_bounded_llm_job(config, bootstrap, (source, out, dlq), run_id)
     check_exactly_once(
         Counter(good.keys()), results, lambda r: json.loads(r.value or b"")["id"]
     ).assert_ok()
