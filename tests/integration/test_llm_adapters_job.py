@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,7 +29,6 @@ from .llm import run_bounded_llm_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 RANK = 4
 NEW_TOKENS = 6
 

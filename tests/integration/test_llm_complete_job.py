@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +24,6 @@ from .llm import require_decoder, run_bounded_llm_job
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-REPO = Path(__file__).resolve().parents[2]
 NEW_TOKENS = 8
 MAX_BYTES = 3000
 MAX_TOKENS = 400
