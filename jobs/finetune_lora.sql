@@ -16,6 +16,11 @@
 -- Readers use isolation.level=read_committed: a version from an aborted attempt is
 -- never visible.
 --
+-- Checkpoint storage: the trainer state of one SmolLM2 adapter is about 5.6 MB (weights
+-- and AdamW's two moments), above the 5 MB of Flink's in-memory checkpoint storage, the
+-- MiniCluster's default. Give the job a checkpoint directory (a cluster sets
+-- execution.checkpointing.dir; locally runtime.flink_conf in the flinkai config).
+--
 -- Placeholders (fill with --var NAME=VALUE, env vars, or `vars:` in configs/*.yaml):
 --   KAFKA_BOOTSTRAP, EXAMPLES_TOPIC, ADAPTERS_TOPIC, DLQ_TOPIC,
 --   SCAN_BOUNDED_MODE (unbounded | latest-offset: stop at the offsets seen at start),

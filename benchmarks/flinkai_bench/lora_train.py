@@ -428,11 +428,17 @@ def exactly_once_leg(
     runs: dict[str, list[dict[str, Any]]] = {"exactly_once": [], "no_checkpoints": []}
     variants = (("exactly_once", checkpoint_interval_ms, "exactly-once"),
                 ("no_checkpoints", 0, "none"))  # fmt: skip
-    with _broker(bootstrap) as servers:
+    with _broker(bootstrap) as servers, tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
             for name, interval, delivery in variants if r % 2 == 0 else variants[::-1]:
                 say(f"round {r + 1}, {name}: {examples} examples, a version every {publish_every}")
-                config = base.with_overrides(runtime={"checkpoint_interval_ms": interval})
+                # Checkpoints to files: SmolLM2's trainer state (about 5.6 MB) is above the
+                # 5 MB that the MiniCluster's default in-memory checkpoint storage takes.
+                folder_uri = (Path(tmp) / f"checkpoints-{name}-{r}").as_uri()
+                conf = {**base.runtime.flink_conf, "execution.checkpointing.dir": folder_uri}
+                config = base.with_overrides(
+                    runtime={"checkpoint_interval_ms": interval, "flink_conf": conf}
+                )
                 got = _run_once(servers, config, folder, records, publish_every, threads,
                                 learning_rate, delivery, f"{name}-{r}", timeout_s)  # fmt: skip
                 runs[name].append(got)
