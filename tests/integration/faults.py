@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from flinkai.kafka.admin import IsolationLevel, TopicSnapshot, read_to_end_offsets
+from flinkai.kafka.admin import IsolationLevel, TopicSnapshot, end_offsets, read_to_end_offsets
 from flinkai.runtime.cluster import FlinkRest, LocalFlinkCluster
 
 from .streaming import completed_checkpoints, gone, wait_until
@@ -84,6 +84,17 @@ class KillRun:
         assert self.aborted > 0, "no aborted records: nothing was in flight at the kill"
 
 
+def _in_flight(job: PacedJob) -> bool:
+    """Whether an output topic holds records of an open transaction (its high watermark
+    is past its last stable offset)."""
+    for topic in job.topics[1:]:
+        stable = end_offsets(job.bootstrap, topic, "read_committed")
+        high = end_offsets(job.bootstrap, topic, "read_uncommitted")
+        if any(high[p] > stable.get(p, 0) for p in high):
+            return True
+    return False
+
+
 def kill_between_checkpoints(
     cluster: LocalFlinkCluster,
     job: PacedJob,
@@ -111,8 +122,17 @@ def kill_between_checkpoints(
         assert wait_until(
             lambda: api.latest_checkpoint_ack_ms(job.job_id) > first_ack, timeout_s=3 * interval_s
         ), "no checkpoint completed while streaming"
+        # Then kill at the first moment the open transaction holds records, a quarter to
+        # three quarters of an interval after the last checkpoint. Sleeping half an
+        # interval instead missed on a loaded machine: the backlog could drain first,
+        # or a late checkpoint commit what the kill was meant to catch.
+        deadline = time.monotonic() + 4 * interval_s + 30
+        while time.monotonic() < deadline:
+            age_s = time.time() - api.latest_checkpoint_ack_ms(job.job_id) / 1000
+            if interval_s / 4 <= age_s <= 3 * interval_s / 4 and _in_flight(job):
+                break
+            time.sleep(0.05)
         before = (api.checkpoints(job.job_id).get("latest") or {}).get("completed") or {}
-        time.sleep(interval_s / 2)
         committed_at_kill = job.committed()[0]
         killed = cluster.kill_taskmanager()
         killed_at_ms = time.time() * 1000
