@@ -12,7 +12,7 @@
 -- Adapter records: key = the adapter's name, value = its .onnx_adapter bytes, headers
 -- action=publish, version=<n>, sha256=<hex of the value>. An r = 8 adapter on q/v of
 -- SmolLM2 is about 1.84 MB, above Kafka's default 1 MB: create the adapters topic with
--- max.message.bytes >= ADAPTER_MAX_BYTES (flinkai.finetune.topics.adapter_topic_configs).
+-- max.message.bytes >= ADAPTER_MAX_BYTES (flinkai.kafka.adapter_feed.adapter_topic_configs).
 -- Readers use isolation.level=read_committed: a version from an aborted attempt is
 -- never visible.
 --

@@ -56,8 +56,8 @@ from flinkai.config import Config, load_config
 from flinkai.datasets import load_ag_news
 from flinkai.finetune.base import default_lora_dir, load_base
 from flinkai.finetune.examples import BadExample, Example, encode_example
-from flinkai.finetune.topics import adapter_topic_configs
 from flinkai.finetune.trainer import LoraTrainer, TrainerConfig
+from flinkai.kafka.adapter_feed import adapter_topic_configs
 from flinkai.kafka.admin import IsolationLevel, Record, create_topics, produce, read_to_end_offsets
 from flinkai.llm.lora import Adapter
 from flinkai.runtime.runner import RunOptions, run_script

@@ -10,8 +10,8 @@ from pathlib import Path
 from flinkai.config import Config, load_config
 from flinkai.finetune.base import load_base
 from flinkai.finetune.replay import Replay, replay
-from flinkai.finetune.topics import adapter_topic_configs
 from flinkai.finetune.trainer import TrainerConfig
+from flinkai.kafka.adapter_feed import adapter_topic_configs
 from flinkai.kafka.admin import IsolationLevel, Record, TopicSnapshot, create_topics
 from flinkai.kafka.admin import read_to_end_offsets as read_topic
 from flinkai.runtime.runner import RunOptions, run_script

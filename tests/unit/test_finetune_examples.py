@@ -17,7 +17,7 @@ from flinkai.finetune.examples import (
     encode_example,
     parse_example,
 )
-from flinkai.finetune.topics import adapter_topic_configs
+from flinkai.kafka.adapter_feed import adapter_topic_configs
 from flinkai.llm.tokenizer import LlmTokenizer
 from flinkai.operators.finetune import OUTPUT_FIELDS, parse_options
 
