@@ -42,7 +42,7 @@ import functools
 import logging
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -212,8 +212,6 @@ class SchedulerStats:
     queue_ms: LatencyWindow = field(default_factory=LatencyWindow)
     #: ``name@version`` -> wall time (``time.time()``) of the first step that used it.
     adapter_first_use: dict[str, float] = field(default_factory=dict)
-    #: ``name@version`` -> decode rows it served (one per row per step).
-    adapter_rows: Counter[str] = field(default_factory=Counter)
     #: (``name@version``, wall time) of each adapter sequence's first forward, newest
     #: last: when a hot-plugged or rolled-back version first served a request.
     adapter_starts: deque[tuple[str, float]] = field(default_factory=lambda: deque(maxlen=4096))
@@ -697,14 +695,6 @@ class Scheduler:
     def _decode(self) -> list[TokenDelta]:
         keys = list(self._batch.keys)
         seqs = [self._running[k] for k in keys]
-        if self.lora is not None:
-            wall = None
-            for s in seqs:
-                if s.lora is not None:
-                    self.stats.adapter_rows[s.lora.tag] += 1
-                    if s.lora.tag not in self.stats.adapter_first_use:
-                        wall = wall or self.wall()
-                        self.stats.adapter_first_use[s.lora.tag] = wall
         logits = self._batch.step(self.decoder, [s.generated[-1] for s in seqs])
         tokens = np.argmax(logits, axis=-1)
         deltas: list[TokenDelta] = []
