@@ -56,7 +56,15 @@ from flinkai_bench.autoscaling.hpa import HorizontalPodAutoscaler, HpaDecision
 from flinkai_bench.autoscaling.timeline import Sample, ScaleEvent
 from flinkai_bench.scaling.load import LoadPlan, RateFollower
 
-__all__ = ["ScalingOptions", "ScalingRun", "chart_values", "run_scaling", "shortcuts"]
+__all__ = [
+    "BEAM_CANCEL_RACE",
+    "ScalingOptions",
+    "ScalingRun",
+    "chart_values",
+    "exit_cause",
+    "run_scaling",
+    "shortcuts",
+]
 
 log = logging.getLogger(__name__)
 
@@ -692,9 +700,28 @@ def _replace_exited(
         if len(cluster.taskmanagers()) >= replicas:
             continue
         tail = " | ".join(line for line in _tail(tm.out_file, 5))
-        run.replaced.append(f"{now:.1f}s {tm.resource_id} exited ({code}): {tail}")
+        cause = exit_cause(tm.out_file)
+        run.replaced.append(f"{now:.1f}s {tm.resource_id} exited ({code}) [{cause}]: {tail}")
         progress(f"{now:6.1f}s TaskManager {tm.resource_id} exited ({code}); starting another")
         cluster.start_taskmanager(wait=False)
+
+
+#: PyFlink's Beam runner, closing a Python operator whose task was cancelled mid-bundle
+#: (every reactive rescale cancels the running tasks), can unreference the shared
+#: Python environment twice. Flink treats an error while handling the cancellation as
+#: fatal, and the TaskManager exits with 1; a Deployment restarts the pod.
+BEAM_CANCEL_RACE = "beam-cancel-refcount"
+_BEAM_CANCEL_RACE_LINE = "IllegalStateException: Reference count must not be negative"
+
+
+def exit_cause(out_file: Path) -> str:
+    """Why a TaskManager exited on its own, read from its output: a known cause or ``unknown``."""
+    try:
+        text = out_file.read_text(errors="replace")
+    except OSError:
+        return "unknown"
+    fatal = "FATAL - exception in exception handler" in text
+    return BEAM_CANCEL_RACE if fatal and _BEAM_CANCEL_RACE_LINE in text else "unknown"
 
 
 def _tail(path: Path, lines: int) -> list[str]:
