@@ -87,7 +87,7 @@ FROM prompts_raw;
 
 CREATE TEMPORARY VIEW completed AS
   APPLY OPERATOR 'flinkai.operators.llm.complete' TO prompts
-  WITH ('key' = 'bucket', 'payload' = 'payload',
+  WITH ('key' = 'bucket', 'payload' = 'payload', 'buckets' = '${LLM_BUCKETS:-8}',
         'partition' = 'source_partition', 'offset' = 'source_offset');
 
 INSERT INTO llm_outputs

@@ -102,7 +102,7 @@ WHERE p.request IS NOT NULL;
 
 CREATE TEMPORARY VIEW completed AS
   APPLY OPERATOR 'flinkai.operators.llm.complete' TO to_model
-  WITH ('key' = 'bucket', 'payload' = 'request',
+  WITH ('key' = 'bucket', 'payload' = 'request', 'buckets' = '${LLM_BUCKETS:-8}',
         'partition' = 'source_partition', 'offset' = 'source_offset');
 
 CREATE TEMPORARY VIEW answered AS

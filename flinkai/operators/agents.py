@@ -22,7 +22,8 @@ and, when the buffer was empty, registers a processing-time timer ``flush_ms`` a
 model; each account's state, an entry of a ``MapState`` in the bucket, read once and
 written once), emits the decisions and clears the buffer, in one call, so emitted
 decisions and the state without their rows belong to the same checkpoint. After a
-restore the timers (checkpointed) fire and decide what the buffers kept. A bounded
+restore a bucket's buffer is decided when the bucket is next seen: a row, or a restore
+tick (:mod:`flinkai.operators.keyed`; restored timers do not fire here). A bounded
 input drains at its final watermark (an event-time timer at the end of time), since
 processing-time timers do not fire after it. :func:`process_bundle` decides as
 :func:`process_transaction` per event (``tests/unit/test_agents_bundle.py``, the whole
@@ -372,6 +373,10 @@ def _make_bucket_function(opts: DecideOptions, udf_errors: ErrorPolicy) -> Any:
 
         def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
             bucket = str(value[0])
+            if value[4]:  # a restore tick: decide what the buffer kept, if anything
+                if not self._held.get(bucket):
+                    yield from self._flush(bucket)
+                return
             self._buffer.add((value[1], value[2], value[3]))
             held = self._held.get(bucket, 0) + 1
             self._held[bucket] = held
@@ -479,7 +484,10 @@ def keyed_decisions(
         key = _BUCKET_COLUMN
         bucket = f"MOD(ABS(HASH_CODE(CAST(`{opts.key}` AS STRING))), {opts.buckets})"
         table = table.add_columns(call_sql(bucket).alias(key))
-    keyed = keyed_records(t_env, table, key, opts.payload, opts.partition, opts.offset)
+    ticks = [str(b) for b in range(opts.buckets or 0)]
+    keyed = keyed_records(
+        t_env, table, key, opts.payload, opts.partition, opts.offset, tick_keys=ticks
+    )
     out = keyed.process(function, output_type=decision_type_info())
     return t_env.from_data_stream(out.name("flinkai-risk-decide"))
 

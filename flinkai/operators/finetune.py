@@ -25,8 +25,9 @@ Every ``publish_every`` examples the same call emits the adapter as a new versio
 ``.onnx_adapter`` bytes. The job writes it through the exactly-once Kafka sink, so a
 version is visible to ``read_committed`` readers only once the checkpoint holding the
 state that produced it completes; a version written by an attempt that failed is
-aborted with its transaction and never seen. After a restore, the timers
-(checkpointed) fire, the trainer is loaded from the restored blob and the same
+aborted with its transaction and never seen. After a restore, once the key is seen (an
+example, or for the default adapter a restore tick, :mod:`flinkai.operators.keyed`:
+restored timers do not fire here), the trainer is loaded from the restored blob and the same
 examples are trained again in the same order, and training is deterministic, so the
 replayed versions are byte for byte the versions the failed attempt wrote.
 
@@ -162,7 +163,10 @@ def train_lora(t_env: StreamTableEnvironment, table: Table, options: Mapping[str
     from flinkai.operators.keyed import keyed_records
 
     opts = parse_options(options)
-    keyed = keyed_records(t_env, table, opts.key, opts.payload, opts.partition, opts.offset)
+    # The default adapter's key gets restore ticks (flinkai.operators.keyed); other
+    # adapters' keys wake on their next example.
+    keyed = keyed_records(t_env, table, opts.key, opts.payload, opts.partition, opts.offset,
+                          tick_keys=[opts.adapter])  # fmt: skip
     out = keyed.process(_make_process_function(opts, udf_errors(t_env)),
                         output_type=output_type_info())  # fmt: skip
     return t_env.from_data_stream(out.name("flinkai-finetune-lora"))
@@ -231,6 +235,10 @@ def _make_process_function(opts: TrainOptions, udf_errors: ErrorPolicy) -> Any:
 
         def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
             key = str(value[0])
+            if value[4]:  # a restore tick: train on what the state kept, if a batch is due
+                if self._ready(key):
+                    self._arm(ctx, key)
+                return
             rows = self._guard.rows([value], lambda v: self._accept(key, v), self._failed)
             if rows[0] is not None:
                 yield Row(*rows[0])

@@ -12,8 +12,11 @@ returns at once, so bundles, and the checkpoints behind them, never wait on the
 decoder. A processing-time timer per key polls for finished completions every
 ``llm.poll_ms``; each is emitted and its entry removed in the same call, so an emitted
 completion and the state without its prompt belong to the same checkpoint. After a
-restore, the timers (checkpointed) fire at once and every prompt still in state is
-submitted again; greedy decoding makes the repeat identical.
+restore, every prompt still in state is submitted again when its bucket is first
+seen; greedy decoding makes the repeat identical. The restored timers do not wake a
+bucket on this PyFlink, so with ``buckets`` given each bucket also gets a restore tick
+about every second (:mod:`flinkai.operators.keyed`): a job whose input has stopped
+still finishes what its state holds.
 
 Keys: ``key`` is a small bucket id (the script hashes the session, or the id, into
 ``LLM_BUCKETS`` buckets), so one timer serves many prompts, and a session's turns
@@ -21,7 +24,7 @@ share a bucket and run in order.
 
     CREATE TEMPORARY VIEW completed AS
       APPLY OPERATOR 'flinkai.operators.llm.complete' TO prompts
-      WITH ('key' = 'bucket', 'payload' = 'payload',
+      WITH ('key' = 'bucket', 'payload' = 'payload', 'buckets' = '8',
             'partition' = 'source_partition', 'offset' = 'source_offset');
 
 Output columns: :data:`~flinkai.functions.llm_service.OUTPUT_FIELDS`; a row with
@@ -50,7 +53,7 @@ if TYPE_CHECKING:
 __all__ = ["CompleteOptions", "complete", "output_type_info", "parse_options"]
 
 _REQUIRED = ("key", "payload")
-_OPTIONAL = ("partition", "offset")
+_OPTIONAL = ("partition", "offset", "buckets")
 #: Refresh the metric gauges at most this often (they read scheduler windows).
 _METRICS_EVERY_MS = 1000
 #: An event-time timer here fires only at the end of a bounded input (the final
@@ -69,15 +72,29 @@ class CompleteOptions:
     payload: str
     partition: str | None = None
     offset: str | None = None
+    #: How many bucket keys (``"0"`` .. ``"buckets-1"``) the script computes: each gets a
+    #: restore tick (:mod:`flinkai.operators.keyed`). None: no ticks.
+    buckets: int | None = None
 
 
 def parse_options(options: Mapping[str, str]) -> CompleteOptions:
     """Resolve the statement's options.
 
     Raises:
-        ConfigError: A required option is missing or an option is unknown.
+        ConfigError: A required option is missing, an option is unknown, or
+            ``buckets`` is not a positive integer.
     """
-    return CompleteOptions(**resolve_options(options, _REQUIRED, _OPTIONAL))  # type: ignore[arg-type]
+    given = resolve_options(options, _REQUIRED, _OPTIONAL)
+    raw = given.pop("buckets")
+    buckets = None
+    if raw is not None:
+        try:
+            buckets = int(raw)
+        except ValueError:
+            buckets = 0
+        if not 1 <= buckets <= 4096:
+            raise ConfigError(f"option buckets must be an integer in 1..4096, got {raw!r}")
+    return CompleteOptions(**given, buckets=buckets)  # type: ignore[arg-type]
 
 
 def complete(t_env: StreamTableEnvironment, table: Table, options: Mapping[str, str]) -> Table:
@@ -90,7 +107,10 @@ def complete(t_env: StreamTableEnvironment, table: Table, options: Mapping[str, 
     from flinkai.operators.keyed import keyed_records
 
     opts = parse_options(options)
-    keyed = keyed_records(t_env, table, opts.key, opts.payload, opts.partition, opts.offset)
+    ticks = [str(b) for b in range(opts.buckets or 0)]
+    keyed = keyed_records(
+        t_env, table, opts.key, opts.payload, opts.partition, opts.offset, tick_keys=ticks
+    )
     out = keyed.process(_make_process_function(udf_errors(t_env)), output_type=output_type_info())
     return t_env.from_data_stream(out.name("flinkai-llm-complete"))
 
@@ -180,6 +200,9 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
             bucket = str(value[0])
             if bucket not in self._seen:
                 yield from self._restore(bucket)
+            if value[4]:  # a restore tick: the bucket is awake now, nothing to accept
+                self._arm(ctx, bucket)
+                return
             rows = self._guard.rows([value], lambda v: self._accept(bucket, v), self._failed)
             if rows[0] is not None:
                 yield Row(*rows[0])

@@ -54,6 +54,8 @@ class KillRun:
     committed: TopicSnapshot
     raw: TopicSnapshot
     dead: TopicSnapshot
+    #: Whether every record had been produced when the TaskManager was killed.
+    input_done_at_kill: bool = False
 
     @property
     def aborted(self) -> int:
@@ -134,6 +136,7 @@ def kill_between_checkpoints(
             time.sleep(0.05)
         before = (api.checkpoints(job.job_id).get("latest") or {}).get("completed") or {}
         committed_at_kill = job.committed()[0]
+        input_done_at_kill = not producer.is_alive()
         killed = cluster.kill_taskmanager()
         killed_at_ms = time.time() * 1000
         died = wait_until(lambda: all(gone(p) for p in [killed.pid, *workers]), 10)
@@ -169,6 +172,7 @@ def kill_between_checkpoints(
         committed,
         raw,
         dead,
+        input_done_at_kill,
     )
     print(run.summary())
     return run

@@ -1,11 +1,14 @@
 """jobs/llm_complete.sql across a TaskManager SIGKILL mid-burst: every prompt completed once.
 
 A standalone cluster (one JobManager, one TaskManager whose Python worker runs the
-scheduler). Prompts arrive far faster than the decoder completes them, so many wait
-in keyed state; halfway between two checkpoints the TaskManager is killed and a
-fresh one started. The test first asserts the fault (processes gone, a restart, a
+scheduler). The prompts arrive as one burst, far faster than the decoder completes
+them, so most wait in keyed state; halfway between two checkpoints, after the whole
+burst was produced, the TaskManager is killed and a fresh one started. No record
+arrives after the restore, so only the restore ticks (``flinkai.operators.keyed``) can
+wake the buckets: without them this test stalled with 844 of 1,000 prompts never
+completed. The test first asserts the fault (processes gone, a restart, a
 restore from a checkpoint taken before the kill, aborted records of the open
-transaction), then the outcome: each prompt has exactly one completion on the
+transaction, no input left), then the outcome: each prompt has exactly one completion on the
 ``read_committed`` topic, identical to single-sequence greedy (the prompts in state at
 the kill were decoded again, from the start), and each bad record one dead letter.
 """
@@ -32,9 +35,9 @@ from .test_llm_burst import LlmJob, expected, llm_config, prompts
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-N = 160  # prompts
+N = 300  # prompts
 WARM = 8
-RATE = 40.0  # prompts per second: far above what the decoder completes
+RATE = 5000.0  # prompts per second: one burst, produced before the kill
 POISON = [b"not json", b'{"id": "bad", "prompt": ""}']
 
 
@@ -76,6 +79,8 @@ def test_every_prompt_completes_once_across_a_taskmanager_kill(
 
     # Evidence of the fault, then of the replay it caused.
     run.assert_fault()
+    assert run.input_done_at_kill, "records were still being produced at the kill"
+    assert run.committed_at_kill < len(records) - 20, run.committed_at_kill
     raw_ids = Counter(json.loads(r.value or b"null")["id"] for r in run.raw.records)
     assert any(n > 1 for n in raw_ids.values()), "read_uncommitted shows no replayed completion"
 
