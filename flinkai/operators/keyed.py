@@ -11,9 +11,9 @@ both).
 ``KeyedProcessFunction`` do not fire after a restore: the task's ``numFiredTimers``
 stays 0 (measured on the LLM job after a TaskManager kill), so a key whose work waits
 in state is not woken until a new record of that key arrives, and with no more input
-it never is. When the job can restore (checkpointing on and restarts allowed), an
-operator that names its keys gets a tick per key about every second from a ``datagen``
-source, merged into its input: a row with ``tick`` true, which wakes the key (resumes
+it never is. When the job can restore (checkpointing on, restarts allowed, input not
+a bounded scan), an operator that names its keys gets a tick per key about every
+second from a ``datagen`` source, merged into its input: a row with ``tick`` true, which wakes the key (resumes
 what its state holds, re-arms its timer) and emits nothing.
 """
 
@@ -106,8 +106,17 @@ def keyed_records(
 
 
 def can_restore(t_env: StreamTableEnvironment) -> bool:
-    """Whether the job checkpoints and may restart: only then can it restore state."""
+    """Whether the job checkpoints, may restart and reads unbounded input.
+
+    Only such a job can restore state and then wait for input forever. A bounded scan
+    (the runner sets ``BOUNDED_INPUT_KEY``) gets no ticks: an unbounded tick source would
+    keep it from finishing.
+    """
+    from flinkai.runtime.environment import BOUNDED_INPUT_KEY
+
     conf = t_env.get_config()
+    if str(conf.get(BOUNDED_INPUT_KEY, "") or "").lower() == "true":
+        return False
     interval = str(conf.get("execution.checkpointing.interval", "") or "").replace(" ", "")
     kind = str(conf.get("restart-strategy.type", "") or "").strip().lower()
     attempts = str(conf.get("restart-strategy.fixed-delay.attempts", "") or "").strip()

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment
 
 __all__ = [
+    "BOUNDED_INPUT_KEY",
     "CONFIG_JOB_PARAMETER",
     "Target",
     "config_from_function_context",
@@ -32,6 +33,9 @@ __all__ = [
 
 #: Job parameter carrying the resolved flinkai config to Python workers.
 CONFIG_JOB_PARAMETER = "flinkai.config"
+#: Set ("true") in the table config by the runner when a Kafka table of the script scans
+#: with ``scan.bounded.mode``: operators then add no unbounded source of their own.
+BOUNDED_INPUT_KEY = "flinkai.input.bounded"
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,12 @@ from typing import Any
 from flinkai.config import Config
 from flinkai.errors import FlinkAIError, SetupError
 from flinkai.kafka.security import KafkaSecurity, secure_statement
-from flinkai.runtime.environment import Target, create_table_env, flink_settings
+from flinkai.runtime.environment import (
+    BOUNDED_INPUT_KEY,
+    Target,
+    create_table_env,
+    flink_settings,
+)
 from flinkai.runtime.errors import JobFailedError, ScriptError
 from flinkai.runtime.guarantees import check_delivery, kafka_tables
 from flinkai.runtime.jars import connector_jars
@@ -342,6 +347,11 @@ def run_script(
     _check_guarantees(script, settings, options, security)
     started = time.monotonic()
     t_env = create_table_env(settings)
+    if any(
+        t.options.get("scan.bounded.mode", "unbounded") != "unbounded"
+        for t in kafka_tables(script.statements)
+    ):
+        t_env.get_config().set(BOUNDED_INPUT_KEY, "true")
     statement_set = t_env.create_statement_set()
     inserts: list[Statement] = []
     plans: list[str] = []

@@ -49,6 +49,12 @@ def test_no_ticks_without_checkpoints_or_restarts() -> None:
     assert not can_restore(_env("5000 ms", "none", None))
 
 
+def test_no_ticks_on_a_bounded_scan() -> None:
+    env = _env("5000 ms", "fixed-delay", "3")
+    env.conf.values["flinkai.input.bounded"] = "true"
+    assert not can_restore(env)
+
+
 def test_llm_buckets_option() -> None:
     base = {"key": "bucket", "payload": "payload"}
     assert parse_options(base).buckets is None
