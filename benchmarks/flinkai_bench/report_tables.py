@@ -286,7 +286,7 @@ TABLES: dict[str, TableSpec] = {
             col("exactly-once cost %", "throughput_loss_pct", ".1f", missing="not run"),
             col("base acc", "base_accuracy", ".3f", missing="not run"),
             col("adapter acc", "adapter_accuracy", ".3f", missing="not run"),
-            col("replay identical", "replay_identical", missing="not run"),
+            col("replay identical", "replay_identical", missing="no replay (see docs)"),
         ),
         note="The run's `summary`: hot-plug and rollback from commit to the first forward "
         "that used the version; tok/s ratios of closed-loop rows; training legs on AG News.",
