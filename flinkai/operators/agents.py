@@ -80,7 +80,7 @@ from flinkai.agents.window import SpendWindow
 from flinkai.errors import ConfigError
 from flinkai.functions.events import payload_base64
 from flinkai.functions.guard import ErrorPolicy, RowGuard, internal_error_detail
-from flinkai.operators.keyed import resolve_options
+from flinkai.operators.keyed import positive_option, resolve_options
 
 if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment, Table
@@ -146,19 +146,9 @@ def parse_options(options: Mapping[str, str]) -> DecideOptions:
     return DecideOptions(
         **given,  # type: ignore[arg-type]
         runtime=runtime,
-        buckets=None if buckets is None else _positive("buckets", buckets),
-        flush_ms=5 if flush_ms is None else _positive("flush_ms", flush_ms),
+        buckets=None if buckets is None else positive_option("buckets", buckets),
+        flush_ms=5 if flush_ms is None else positive_option("flush_ms", flush_ms),
     )
-
-
-def _positive(name: str, text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ConfigError(f"option {name!r} is {text!r}; expected a positive integer")
-    return value
 
 
 def _decode(row: tuple[Any, ...]) -> tuple[Transaction | InvalidTransaction, tuple[Any, ...]]:

@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any
 from flinkai.errors import ConfigError
 from flinkai.finetune.trainer import TrainerConfig
 from flinkai.functions.guard import ErrorPolicy, RowGuard, internal_error_detail
-from flinkai.operators.keyed import resolve_options
+from flinkai.operators.keyed import positive_option, resolve_options
 
 if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment, Table
@@ -101,16 +101,8 @@ class TrainOptions:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
 
 
-def _number(name: str, text: str | None, default: Any, kind: type) -> Any:
-    if text is None:
-        return default
-    try:
-        value = kind(text)
-    except ValueError:
-        value = None
-    if value is None or not value > 0:
-        raise ConfigError(f"option {name!r} is {text!r}; expected a positive {kind.__name__}")
-    return value
+def _number(name: str, text: str | None, default: Any, kind: type[int] | type[float]) -> Any:
+    return default if text is None else positive_option(name, text, kind)
 
 
 def parse_options(options: Mapping[str, str]) -> TrainOptions:

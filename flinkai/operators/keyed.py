@@ -27,7 +27,7 @@ from flinkai.errors import ConfigError
 if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment, Table
 
-__all__ = ["TICK_MS", "can_restore", "keyed_records", "resolve_options"]
+__all__ = ["TICK_MS", "can_restore", "keyed_records", "positive_option", "resolve_options"]
 
 #: About how often each named key gets a restore tick.
 TICK_MS = 1000
@@ -48,6 +48,25 @@ def resolve_options(
     if unknown:
         raise ConfigError(f"unknown option(s) {unknown}; expected {[*required, *optional]}")
     return {k: options.get(k) or None for k in (*required, *optional)}
+
+
+def positive_option(
+    name: str, text: str, kind: type[int] | type[float] = int, at_most: float | None = None
+) -> Any:
+    """An option's value as a positive ``kind``, at most ``at_most`` if given.
+
+    Raises:
+        ConfigError: The text is not such a number; the message names the option.
+    """
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or not value > 0 or (at_most is not None and value > at_most):
+        what = "a positive integer" if kind is int else "a positive number"
+        bound = "" if at_most is None else f" at most {at_most:g}"
+        raise ConfigError(f"option {name!r} is {text!r}; expected {what}{bound}")
+    return value
 
 
 def keyed_records(

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from flinkai.errors import ConfigError
 from flinkai.functions.guard import ErrorPolicy, RowGuard, internal_error_detail
 from flinkai.functions.llm_service import OUTPUT_FIELDS, CompletionService, Outcome, Pending
-from flinkai.operators.keyed import resolve_options
+from flinkai.operators.keyed import positive_option, resolve_options
 
 if TYPE_CHECKING:
     from pyflink.table import StreamTableEnvironment, Table
@@ -86,14 +86,7 @@ def parse_options(options: Mapping[str, str]) -> CompleteOptions:
     """
     given = resolve_options(options, _REQUIRED, _OPTIONAL)
     raw = given.pop("buckets")
-    buckets = None
-    if raw is not None:
-        try:
-            buckets = int(raw)
-        except ValueError:
-            buckets = 0
-        if not 1 <= buckets <= 4096:
-            raise ConfigError(f"option buckets must be an integer in 1..4096, got {raw!r}")
+    buckets = None if raw is None else positive_option("buckets", raw, at_most=4096)
     return CompleteOptions(**given, buckets=buckets)  # type: ignore[arg-type]
 
 
