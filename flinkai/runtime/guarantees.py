@@ -23,6 +23,7 @@ __all__ = [
     "duration_ms",
     "for_bounded_scan",
     "kafka_tables",
+    "scan_bound",
 ]
 
 #: The Kafka connector's default producer transaction timeout (1 h).
@@ -93,6 +94,12 @@ def kafka_tables(statements: Sequence[Statement]) -> list[TableOptions]:
         if options.get("connector") == "kafka":
             out.append(TableOptions(m.group(1), stmt, options))
     return out
+
+
+def scan_bound(table: TableOptions) -> str | None:
+    """The table's ``scan.bounded.mode`` when it scans a bounded range, else None."""
+    mode = table.options.get("scan.bounded.mode", "unbounded")
+    return None if mode == "unbounded" else mode
 
 
 def for_bounded_scan(config: Config) -> Config:
@@ -189,8 +196,8 @@ def check_delivery(
     for table in kafka_tables(statements):
         if "sink.delivery-guarantee" in table.options:
             continue
-        bounded = table.options.get("scan.bounded.mode", "unbounded")
-        if bounded != "unbounded" and attempts > 0:
+        bounded = scan_bound(table)
+        if bounded is not None and attempts > 0:
             # FLINK-31006: the enumerator restored from a checkpoint never signals "no
             # more splits", so the job reads to its stopping offsets and stays RUNNING.
             findings.append(

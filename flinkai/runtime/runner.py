@@ -35,7 +35,7 @@ from flinkai.runtime.environment import (
     flink_settings,
 )
 from flinkai.runtime.errors import JobFailedError, ScriptError
-from flinkai.runtime.guarantees import check_delivery, kafka_tables
+from flinkai.runtime.guarantees import check_delivery, kafka_tables, scan_bound
 from flinkai.runtime.jars import connector_jars
 from flinkai.runtime.java_errors import summarize_java_error
 from flinkai.runtime.script import (
@@ -347,10 +347,7 @@ def run_script(
     _check_guarantees(script, settings, options, security)
     started = time.monotonic()
     t_env = create_table_env(settings)
-    if any(
-        t.options.get("scan.bounded.mode", "unbounded") != "unbounded"
-        for t in kafka_tables(script.statements)
-    ):
+    if any(scan_bound(t) for t in kafka_tables(script.statements)):
         t_env.get_config().set(BOUNDED_INPUT_KEY, "true")
     statement_set = t_env.create_statement_set()
     inserts: list[Statement] = []
