@@ -306,7 +306,8 @@ TABLES: dict[str, TableSpec] = {
             col("guarantee", "guarantee"),
         ),
         note="Max QPS: a backlog of at least 30 s at the leg's rate, drained (the loops: "
-        "6,000 transactions); latency paced at a quarter of the job's max; CPU of the "
+        "6,000 transactions); latency paced at a quarter of the job's max, to the output "
+        "record's CreateTime (the sink's send) and to a read_committed poll; CPU of the "
         "system under test (broker and load generator left out).",
     ),
     "agents-summary": TableSpec(

@@ -326,11 +326,11 @@ class _Prometheus:
 
 def test_adapter_reader_fills_each_rule_and_reads_a_failure_as_missing() -> None:
     chart = render(overrides={"taskmanager.gpu.enabled": False}, use_helm=False)
-    pending = "flink_taskmanager_job_task_operator_pendingRecords"
+    position = "flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_currentOffset"
     rows = "flink_taskmanager_job_task_operator_flinkai_embedded_rows"
     prom = _Prometheus(
         {
-            pending: [Sample({"namespace": "ns"}, 30.0)],
+            position: [Sample({"namespace": "ns"}, 30.0)],
             rows: [Sample({"pod": "tm-1"}, 120.0), Sample({"pod": "tm-2"}, 80.0)],
         }
     )

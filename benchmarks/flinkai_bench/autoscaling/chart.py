@@ -41,7 +41,8 @@ __all__ = [
 
 _REPO = Path(__file__).resolve().parents[3]
 #: A Go template action; the rules may only use ``{{ .Values.path }}``.
-_ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}")
+#: A template action with the whitespace around it, which "{{-" and "-}}" trim as helm does.
+_ACTION = re.compile(r"(\s*)\{\{(-?)\s*(.*?)\s*(-?)\}\}(\s*)")
 _VALUES_REF = re.compile(r"^\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)$")
 #: Flink's reporter writes label values with these characters as "_" (the HPA template).
 _LABEL_UNSAFE = re.compile(r"[^a-zA-Z0-9:_]")
@@ -192,13 +193,15 @@ def _get_path(values: Mapping[str, Any], dotted: str) -> Any:
 
 def _fill_values(text: str, values: Mapping[str, Any]) -> str:
     def one(match: re.Match[str]) -> str:
-        ref = _VALUES_REF.match(match.group(1))
+        before, trim_left, action, trim_right, after = match.groups()
+        ref = _VALUES_REF.match(action)
         if ref is None:
             raise ChartError(
                 f"template action {match.group(0)!r} needs helm (only {{{{ .Values.x }}}} "
                 "is rendered without it): run .ci/deploy-check setup"
             )
-        return str(_get_path(values, ref.group(1)[1:]))
+        value = str(_get_path(values, ref.group(1)[1:]))
+        return ("" if trim_left else before) + value + ("" if trim_right else after)
 
     return _ACTION.sub(one, text)
 

@@ -40,6 +40,8 @@ class Sample:
         proposal: The formula's raw proposal at this tick (None: no decision taken).
         committed: Input offsets the job has committed (on checkpoints), all partitions.
         produced: Input records written so far.
+        source_lag: The source lag now: per input partition, the broker's log end offset
+            minus the source's position, summed, from Prometheus (None: not read).
     """
 
     t: float
@@ -52,6 +54,7 @@ class Sample:
     proposal: int | None
     committed: int | None
     produced: int
+    source_lag: float | None = None
 
 
 @dataclass(frozen=True)

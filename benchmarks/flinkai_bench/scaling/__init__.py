@@ -69,14 +69,20 @@ def run_bench(
     json_path: Path | None = None,
     png_path: Path | None = None,
     progress: Any = print,
+    broker_metrics: str | None = None,
 ) -> tuple[ScalingRun, TimelineFigures]:
     """Run, reduce, and write the JSON and PNG when paths are given."""
+    from flinkai.testing import session_broker
     from flinkai_bench.scaling.report import draw_timeline, payload, write_json
-    from flinkai_bench.shared.broker import broker
     from flinkai_bench.shared.suite import machine_info
 
-    with broker(bootstrap) as address:
-        run = run_scaling(address, options, progress=progress)
+    if bootstrap:
+        run = run_scaling(bootstrap, options, progress=progress, broker_metrics=broker_metrics)
+    else:
+        with session_broker() as local:
+            run = run_scaling(
+                local.bootstrap, options, progress=progress, broker_metrics=local.metrics_address
+            )
     figures = figures_of(run)
     if json_path is not None:
         write_json(payload(run, figures, machine_info()), json_path)
@@ -104,6 +110,7 @@ def _handle(args: argparse.Namespace) -> int:
         args.bootstrap,
         Path(args.json) if args.json else None,
         Path(args.png) if args.png else None,
+        broker_metrics=args.broker_metrics,
         progress=(lambda line: print(line, flush=True)) if args.verbose else (lambda line: None),
     )
     print(format_table(run, figures))
@@ -157,6 +164,11 @@ def register(subparsers: Any) -> None:
         "--real-model", action="store_true", help="embed with the real model, not the null one"
     )
     p.add_argument("--bootstrap", help="an existing broker (default: start a local one)")
+    p.add_argument(
+        "--broker-metrics",
+        help="host:port of that broker's JMX exporter (log end offsets for the backlog rule; "
+        "a local broker serves its own)",
+    )
     p.add_argument("--json", metavar="PATH", help="write the results and timeline as JSON")
     p.add_argument("--png", metavar="PATH", help="draw backlog, TaskManagers, rate and signal")
     p.add_argument("-v", "--verbose", action="store_true", help="print every sample")

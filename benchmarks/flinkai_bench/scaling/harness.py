@@ -42,6 +42,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -173,6 +174,7 @@ class ScalingRun:
     shadow_decisions: list[HpaDecision] = field(default_factory=list)
     chart_metrics: list[str] = field(default_factory=list)
     metrics_seen: set[str] = field(default_factory=set)
+    broker_metrics: str | None = None
     lost: int | None = None
     duplicated: int | None = None
     metric_read_errors: int = 0
@@ -414,6 +416,8 @@ def chart_values(options: ScalingOptions) -> dict[str, Any]:
         "autoscaling.embeddedRows.averageValue": str(options.rows_target),
         # The adapter's windows, scaled like the HPA's (chart 30s and 2m).
         "autoscaling.backlog.window": f"{max(1, round(30 * scale))}s",
+        # The step of the subquery averaging the source lag over that window (chart 5s).
+        "autoscaling.backlog.resolution": f"{max(1, round(5 * scale))}s",
         "autoscaling.embeddedRows.window": f"{max(3, round(120 * scale))}s",
         "flink.rescale.stabilizationTimeout": options.resource_stabilization,
         "flink.rescale.cooldown": options.cooldown,
@@ -425,7 +429,8 @@ def shortcuts(options: ScalingOptions) -> list[str]:
     """Where the run departs from the chart on Kubernetes, each named."""
     return [
         f"time_scale {options.time_scale:g}: the HPA's stabilisation windows and policy "
-        "periods, and the adapter's backlog and rows windows, are the chart's times this",
+        "periods, and the adapter's backlog and rows windows (and the backlog subquery's "
+        "step), are the chart's times this",
         f"flink.rescale.* at {options.resource_stabilization} / {options.cooldown} / "
         f"{options.submission_stabilization} (chart 30s / 30s / 10s)",
         f"the HPA syncs every {options.tick_s:g} s (kube-controller-manager: 15 s)",
@@ -441,8 +446,13 @@ def run_scaling(
     bootstrap: str,
     options: ScalingOptions | None = None,
     progress: Callable[[str], None] = lambda line: None,
+    broker_metrics: str | None = None,
 ) -> ScalingRun:
     """One rescaling run on the broker at ``bootstrap``; see the module docstring.
+
+    ``broker_metrics`` is the broker's Prometheus endpoint (``LocalKafka.metrics_address``):
+    scraped, it gives the chart's backlog rule its log end offsets. Without it the rule
+    falls back to ``pendingRecords``, and ``summary.backlog_signal`` says so.
 
     Raises:
         SetupError: The cluster or a TaskManager would not start.
@@ -466,6 +476,7 @@ def run_scaling(
         batch = load_config().embedding.batch_size
     run = ScalingRun(target=metric.target, batch_size=batch)
     run.chart_metrics = list(chart.metrics)
+    run.broker_metrics = broker_metrics
     run.settings = {
         "options": asdict(options),
         "values": values,
@@ -610,7 +621,9 @@ def _run_cluster(
             prometheus=True,
         ) as cluster,
     ):
-        prom = LocalPrometheus(work / "prometheus", _targets(cluster), scrape_interval_s=1.0)
+        prom = LocalPrometheus(
+            work / "prometheus", _targets(cluster, run.broker_metrics), scrape_interval_s=1.0
+        )
         prom.start()
         readers = (
             AdapterReader(charts[0], prom, NAMESPACE),
@@ -653,16 +666,48 @@ def _run_cluster(
     return run
 
 
-def _targets(cluster: Any) -> list[Any]:
-    """A scrape target per live process, labelled as a PodMonitor labels a pod."""
+def _targets(cluster: Any, broker_metrics: str | None) -> list[Any]:
+    """A scrape target per live process, labelled as a PodMonitor labels a pod; the
+    broker's exporter in a namespace of its own, as a Kafka cluster beside the job runs."""
     from flinkai.local.prometheus import ScrapeTarget
 
     live = {"jobmanager"} | {tm.resource_id for tm in cluster.taskmanagers()}
-    return [
+    targets = [
         ScrapeTarget("flink", address, {"namespace": NAMESPACE, "pod": name})
         for name, address in cluster.metrics_addresses.items()
         if name in live
     ]
+    if broker_metrics:
+        targets.append(
+            ScrapeTarget("kafka", broker_metrics, {"namespace": "kafka", "pod": "kafka-0"})
+        )
+    return targets
+
+
+def source_lag_query(topic: str) -> str:
+    """The source lag of ``topic`` now, in records: the chart rule's join, unaveraged.
+
+    Flink's reporter writes the topic label with characters outside ``[a-zA-Z0-9:_]``
+    as ``_``; the broker's series gets that same value to join on.
+    """
+    flink_topic = re.sub(r"[^a-zA-Z0-9:_]", "_", topic)
+    position = "flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_currentOffset"
+    end = (
+        f'label_replace(max by (partition) (kafka_log_log_logendoffset{{topic="{topic}"}}),'
+        f' "topic", "{flink_topic}", "", "")'
+    )
+    return (
+        f"sum({end} - 1 - on (topic, partition) group_right max by (topic, partition)"
+        f' ({position}{{topic="{flink_topic}"}} >= 0))'
+    )
+
+
+def _source_lag(prom: Any, query: str) -> float | None:
+    try:
+        got = prom.query(query)
+    except Exception:  # Prometheus briefly unreachable: not read this tick
+        return None
+    return got[0].value if got else None
 
 
 def _wait_committed(
@@ -749,6 +794,7 @@ def _loop(
     produced = 0
     scraped: set[str] = set()
     hpa, shadow = hpas
+    lag_query = source_lag_query(probe.topic)
 
     def stop_load(now: float, why: str) -> None:
         follower.stop()
@@ -770,7 +816,7 @@ def _loop(
         follower.observe(now, committed, running, parallelism)
         run.load_rates.append((now, follower.rate))
         _replace_exited(cluster, replicas, run, now, progress)
-        targets = _targets(cluster)
+        targets = _targets(cluster, run.broker_metrics)
         if {t.address for t in targets} != scraped:
             prom.set_targets(targets)  # pods come and go; Prometheus follows, as with a PodMonitor
             scraped = {t.address for t in targets}
@@ -787,6 +833,7 @@ def _loop(
                 run.metrics_seen.add(name)
         backlog = readings.get(BACKLOG_METRIC)
         signal = backlog.total if backlog is not None else None
+        source_lag = _source_lag(prom, lag_query) if run.broker_metrics else None
         if decision.desired != replicas:
             run.events.append(ScaleEvent(now, replicas, decision.desired))
             progress(
@@ -810,13 +857,15 @@ def _loop(
                 decision.metric_desired,
                 committed,
                 produced,
+                source_lag,
             )
         )
         rate = "-" if follower.rate is None else f"{follower.rate:.0f}/s"
         lag = "-" if committed is None else str(produced - committed)
         progress(
             f"{now:6.1f}s tm={replicas}/{registered} p={parallelism} "
-            f"{'RUNNING' if running else '-'} pending={pending} group-lag={lag} "
+            f"{'RUNNING' if running else '-'} pending={pending} source-lag={source_lag} "
+            f"group-lag={lag} "
             f"proposals={dict(decision.proposals)} {decision.reason} "
             f"committed={committed}/{produced} drain={rate}"
         )

@@ -19,13 +19,15 @@ RATE_WINDOW_S = 10.0
 
 
 def backlog_signals(samples: Sequence[Sample], batch: int) -> dict[str, Any]:
-    """Flink's ``pendingRecords`` against the consumer-group lag, tick by tick.
+    """Flink's ``pendingRecords``, the source lag and the consumer-group lag, tick by tick.
 
-    The group lag is what KEDA's Kafka scaler reads: end offsets (every record the
-    harness wrote, all acknowledged) minus the offsets the source committed on its last
-    checkpoint. ``pendingRecords`` is the source consumer's own lag from its fetch
-    position: records prefetched into the source, in flight to the Python worker or
-    processed since the last checkpoint are not in it.
+    ``pendingRecords`` is the source consumer's own lag from its fetch position: records
+    prefetched into the source are not in it. The source lag (what the chart's backlog
+    rule reads) is the log end offsets minus the source's position: the prefetch is in
+    it, work already emitted downstream is not. The group lag is what KEDA's Kafka
+    scaler reads: end offsets (every record the harness wrote, all acknowledged) minus
+    the offsets the source committed on its last checkpoint, so it also counts up to a
+    checkpoint interval of work already done.
     """
     pairs = [
         (s.pending, float(s.produced - s.committed))
@@ -35,7 +37,7 @@ def backlog_signals(samples: Sequence[Sample], batch: int) -> dict[str, Any]:
     if not pairs:
         return {"ticks": 0}
     hidden = [lag - pending for pending, lag in pairs]
-    return {
+    out: dict[str, Any] = {
         "ticks": len(pairs),
         "pending_peak": max(p for p, _ in pairs),
         "group_lag_peak": max(lag for _, lag in pairs),
@@ -49,6 +51,32 @@ def backlog_signals(samples: Sequence[Sample], batch: int) -> dict[str, Any]:
         "hidden_mean": sum(hidden) / len(hidden),
         "hidden_max": max(hidden),
     }
+    triples = [
+        (s.pending, s.source_lag)
+        for s in samples
+        if s.running and s.pending is not None and s.source_lag is not None
+    ]
+    if triples:
+        prefetch = [lag - p for p, lag in triples]
+        out.update(
+            source_lag_ticks=len(triples),
+            source_lag_peak=max(lag for _, lag in triples),
+            source_lag_mean=sum(lag for _, lag in triples) / len(triples),
+            pending_mean_same_ticks=sum(p for p, _ in triples) / len(triples),
+            # The prefetch: in the source lag, not in pendingRecords.
+            prefetch_mean=sum(prefetch) / len(prefetch),
+            prefetch_max=max(prefetch),
+            # Ticks where pendingRecords read under one batch while the source had a
+            # batch or more not yet emitted: input the old signal did not see.
+            ticks_pending_under_batch_source_lag_over_batch=sum(
+                1 for p, lag in triples if p < batch and lag >= batch
+            ),
+            # And the converse: the source lag reading idle while pendingRecords did not.
+            ticks_source_lag_under_batch_pending_over_batch=sum(
+                1 for p, lag in triples if lag < batch and p >= batch
+            ),
+        )
+    return out
 
 
 def summary(run: ScalingRun, figures: TimelineFigures) -> dict[str, Any]:
@@ -68,6 +96,9 @@ def summary(run: ScalingRun, figures: TimelineFigures) -> dict[str, Any]:
         "dead_letters": run.dead_letters,
         "values": run.settings.get("values", {}),
         "shortcuts": run.settings.get("shortcuts", []),
+        # What the backlog rule read: the source lag where the broker's exporter was
+        # scraped, else its pendingRecords fallback.
+        "backlog_signal": "source lag" if run.broker_metrics else "pendingRecords (fallback)",
         "backlog_signals": backlog_signals(run.samples, run.batch_size),
         "missing_metric_case": {
             **run.settings.get("missing_metric_case", {}),

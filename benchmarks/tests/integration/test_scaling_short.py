@@ -43,7 +43,12 @@ def test_hpa_scales_up_and_down_on_every_chart_metric_exactly_once(
     kafka_broker: LocalKafka, model_artifacts: object
 ) -> None:
     lines: list[str] = []
-    run = run_scaling(kafka_broker.bootstrap, OPTIONS, progress=lines.append)
+    run = run_scaling(
+        kafka_broker.bootstrap,
+        OPTIONS,
+        progress=lines.append,
+        broker_metrics=kafka_broker.metrics_address,
+    )
     figures = reduce_timeline(
         run.samples, run.events, target=run.target, load_stopped_t=run.load_stopped_t
     )
