@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml benchmarks/pyproject.toml constraints.txt
 	$(BIN)/python -m pip check
 	touch $@
 
-jars: install  ## Connector, Kafka broker and SQL Gateway jars from Maven Central
+jars: install  ## Connector, Kafka broker, SQL Gateway and JMX exporter jars from Maven Central
 	$(BIN)/flinkai setup
 
 model: install  ## Export all-MiniLM-L6-v2 and SmolLM2-135M-Instruct to ONNX (torch is used only here)

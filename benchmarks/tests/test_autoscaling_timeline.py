@@ -133,3 +133,23 @@ def test_backlog_signals_count_what_pending_records_does_not_see() -> None:
     assert got["ticks_pending_under_batch_lag_over_batch"] == 2
     assert got["hidden_max"] == 1000.0
     assert backlog_signals([], batch=64) == {"ticks": 0}
+
+
+def test_backlog_signals_compare_the_source_lag_where_it_was_read() -> None:
+    from flinkai_bench.scaling.report import backlog_signals
+
+    # (pending, source lag): the source lag holds the prefetch pendingRecords misses.
+    rows = [(0.0, 800.0), (500.0, 700.0), (100.0, 10.0), (0.0, None)]
+    samples = [
+        Sample(float(i), 1, 1, 1, True, p, None, None, 0, 1000, lag)
+        for i, (p, lag) in enumerate(rows)
+    ]
+    got = backlog_signals(samples, batch=64)
+    assert got["source_lag_ticks"] == 3  # the tick without a source-lag read is left out
+    assert got["source_lag_peak"] == 800.0
+    assert got["prefetch_max"] == 800.0 and got["prefetch_mean"] == (800 + 200 - 90) / 3
+    assert got["ticks_pending_under_batch_source_lag_over_batch"] == 1
+    assert got["ticks_source_lag_under_batch_pending_over_batch"] == 1
+    # A run that never read it (no broker metrics) reports none of these keys.
+    plain = [Sample(0.0, 1, 1, 1, True, 0.0, None, None, 0, 10)]
+    assert "source_lag_ticks" not in backlog_signals(plain, batch=64)

@@ -68,6 +68,9 @@ def test_hpa_scales_up_and_down_on_every_chart_metric_exactly_once(
     assert s["values"]["taskmanager.gpu.enabled"] is False and s["shortcuts"]
     assert s["chart_metrics"] == ["ai_operator_backlog_depth", "flinkai_embedded_rows_per_second"]
     assert s["metrics_used"] == s["chart_metrics"], (run.metrics_seen, head)
+    # The backlog rule read the source lag: the broker's end offsets joined Flink's positions.
+    assert s["backlog_signal"] == "source lag"
+    assert s["backlog_signals"]["source_lag_ticks"] > 0, s["backlog_signals"]
 
     # Up once, down once, and Flink ran each at its new parallelism.
     assert [(e.before, e.after) for e in run.events] == [(1, 2), (2, 1)], head
