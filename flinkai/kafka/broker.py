@@ -37,7 +37,7 @@ from flinkai.kafka.admin import describe_cluster
 from flinkai.kafka.errors import BrokerUnavailableError
 from flinkai.local.process import free_port, port_in_use, tail, tcp_open
 from flinkai.local.server import LocalServer
-from flinkai.paths import cache_root, jars_dir
+from flinkai.paths import cache_root, jars_dir, package_dir
 
 __all__ = [
     "DEFAULT_HOST",
@@ -55,6 +55,9 @@ DEFAULT_HOST = "127.0.0.1"
 _LOG_TAIL_LINES = 30
 _OUT_TAIL_LINES = 10
 _NODE_ID = 1
+
+#: The JMX exporter's rules for :attr:`LocalKafka.metrics_port` (names as Strimzi's).
+JMX_EXPORTER_RULES = package_dir() / "jvm" / "kafka-jmx-exporter.yaml"
 
 #: JVM flags besides the heap. C1-only compilation cuts start-up by about a third on
 #: small machines; a local broker is never the bottleneck, so peak JIT speed is not missed.
@@ -203,6 +206,11 @@ class LocalKafka(LocalServer):
         java: ``java`` executable; defaults to ``$JAVA_HOME/bin/java``, then PATH.
         properties: Extra ``server.properties`` entries; they win over the generated ones.
         secure: Serve clients on a SASL_SSL listener instead of plain text.
+        metrics_port: Serve the broker's metrics for Prometheus on this loopback port
+            (``metrics_address``), through Prometheus's JMX exporter agent with the rules
+            of :data:`JMX_EXPORTER_RULES`: log end offsets as
+            ``kafka_log_log_logendoffset{topic,partition}``, Strimzi's name. ``None``:
+            no endpoint.
     """
 
     what = "Kafka broker"
@@ -226,6 +234,7 @@ class LocalKafka(LocalServer):
         java: str | None = None,
         properties: Mapping[str, str] | None = None,
         secure: SecureListener | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         super().__init__(Path(data_dir or default_data_dir()), host, port or free_port(host))
         self._controller_port = controller_port
@@ -237,6 +246,7 @@ class LocalKafka(LocalServer):
         self._java = java
         self.properties = dict(properties or {})
         self.secure = secure
+        self.metrics_port = metrics_port
         #: Plain-text replication listener of a secured broker (see SecureListener).
         self.internal_port = free_port(host) if secure else None
         #: Seconds the last successful :meth:`start` took from launch to ready.
@@ -266,6 +276,22 @@ class LocalKafka(LocalServer):
         For a broker another process started, :meth:`status` reads the port it runs on.
         """
         return f"{self.host}:{self.port}"
+
+    @property
+    def metrics_address(self) -> str | None:
+        """``host:port`` of the broker's Prometheus endpoint, if it serves one."""
+        return None if self.metrics_port is None else f"{self.host}:{self.metrics_port}"
+
+    def _metrics_agent(self) -> list[str]:
+        """The JMX exporter's ``-javaagent`` flag, or nothing without ``metrics_port``."""
+        if self.metrics_port is None:
+            return []
+        jars = sorted(jars_dir("jmx").glob("jmx_prometheus_javaagent-*.jar"))
+        if not jars:
+            raise SetupError(
+                f"the JMX exporter agent is missing from {jars_dir('jmx')}; run `flinkai setup`"
+            )
+        return [f"-javaagent:{jars[-1]}={self.metrics_address}:{JMX_EXPORTER_RULES}"]
 
     @property
     def properties_file(self) -> Path:
@@ -310,6 +336,8 @@ class LocalKafka(LocalServer):
         ports = [("client", self.port), ("controller", controller_port)]
         if self.internal_port is not None:
             ports.append(("internal", self.internal_port))
+        if self.metrics_port is not None:
+            ports.append(("metrics", self.metrics_port))
         for role, port in ports:
             if port_in_use(port, self.host):
                 raise SetupError(
@@ -325,6 +353,7 @@ class LocalKafka(LocalServer):
             java,
             f"-Xmx{self.heap}",
             *self.jvm_options,
+            *self._metrics_agent(),
             # An OOM broker would otherwise limp on and fail requests at random.
             "-XX:+ExitOnOutOfMemoryError",
             "-Djava.awt.headless=true",

@@ -31,7 +31,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: Maven profile per jar set; each lands in ``jars_dir(kind)``.
-JAR_KINDS = ("connector", "kafka", "gateway")
+JAR_KINDS = ("connector", "kafka", "gateway", "jmx")
 
 #: sha256 of jars whose exact bytes are pinned; a resolved jar that differs is refused.
 #: flink-sql-gateway: checked against Maven Central's .sha1 on the first fetch.

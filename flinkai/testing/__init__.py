@@ -96,6 +96,8 @@ def start_session_broker(data_dir: str | Path, **options: Any) -> LocalKafka:
             broker did not start.
     """
     options.setdefault("port", free_port())
+    # Its log end offsets on a Prometheus endpoint, as a deployed cluster serves them.
+    options.setdefault("metrics_port", free_port())
     broker = LocalKafka(data_dir, **options)
     broker.start()
     return broker

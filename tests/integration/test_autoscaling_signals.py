@@ -25,6 +25,7 @@ from flinkai.local.errors import ServiceError
 from flinkai.local.process import free_port, spawn, stop_group, tcp_open, wait_until
 from flinkai.local.prometheus import LocalPrometheus, ScrapeTarget
 from flinkai_bench.autoscaling import render
+from flinkai_bench.scaling.harness import source_lag_query
 
 from .streaming import POISON, StreamingJob, make_events
 
@@ -84,6 +85,13 @@ def test_chart_adapter_queries_on_a_running_job(
     chart = render(overrides={"autoscaling.backlog.window": WINDOW})
     backlog_metric = chart.metrics[BACKLOG]
     backlog_rule = chart.rule(BACKLOG)
+    # The same rule where no broker series joins: its pendingRecords fallback.
+    fallback_rule = render(
+        overrides={
+            "autoscaling.backlog.window": WINDOW,
+            "autoscaling.backlog.endOffsetSeries": "no_such_broker_series",
+        }
+    ).rule(BACKLOG)
     assert f"[{WINDOW}]" in backlog_rule.metrics_query, backlog_rule.metrics_query
 
     reporter = free_port()
@@ -100,11 +108,15 @@ def test_chart_adapter_queries_on_a_running_job(
         [
             ScrapeTarget("flink", f"127.0.0.1:{reporter}", labels),
             ScrapeTarget("gpu-metrics", gpu_endpoint, labels),
+            # The broker's JMX exporter (log end offsets), in a namespace of its own.
+            ScrapeTarget(
+                "kafka", str(kafka_broker.metrics_address), {"namespace": "kafka", "pod": "k-0"}
+            ),
         ],
     )
     events, _, _ = make_events(BURST + 20, poison_every=10**9)
     job = StreamingJob(kafka_broker.bootstrap, config=config)
-    timeline: list[tuple[float, float, float]] = []
+    timeline: list[tuple[float, float, float, float, float]] = []
     try:
         job.start()
         job.warm_up(events, 20)
@@ -136,7 +148,9 @@ def test_chart_adapter_queries_on_a_running_job(
             return want <= set(names)
 
         assert wait_until(all_found, 60, poll_s=1.0), names
-        assert names[BACKLOG] == "flink_taskmanager_job_task_operator_pendingRecords"
+        assert names[BACKLOG] == (
+            "flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_currentOffset"
+        )
         assert names["flinkai_embedded_rows_per_second"] == metrics.prometheus_name(
             metrics.EMBEDDED_ROWS
         )
@@ -148,7 +162,13 @@ def test_chart_adapter_queries_on_a_running_job(
         backlog_q = backlog_rule.promql(
             names[BACKLOG], {"namespace": NAMESPACE, **backlog_metric.selector}, ["namespace"]
         )
-        pending_q = f'sum({names[BACKLOG]}{{namespace="{NAMESPACE}"}})'
+        fallback_q = fallback_rule.promql(
+            names[BACKLOG], {"namespace": NAMESPACE, **backlog_metric.selector}, ["namespace"]
+        )
+        pending_q = (
+            f'sum(flink_taskmanager_job_task_operator_pendingRecords{{namespace="{NAMESPACE}"}})'
+        )
+        lag_q = source_lag_query(job.topics[0])
         rate_rule = chart.rule("flinkai_embedded_rows_per_second")
         rate_q = rate_rule.promql(
             names["flinkai_embedded_rows_per_second"],
@@ -161,6 +181,8 @@ def test_chart_adapter_queries_on_a_running_job(
             assert len(samples) <= 1, (q, samples)
             return samples[0].value if samples else 0.0
 
+        # The rule divides by the chart's embedding.batch_size: the query's last term.
+        batch = int(backlog_rule.metrics_query.rsplit("/", 1)[1])
         before = value(backlog_q)
         start = time.monotonic()
         burst = events[20:]
@@ -170,7 +192,8 @@ def test_chart_adapter_queries_on_a_running_job(
         # Rise, then drain: bounded by time; sampled once a second like a scrape.
         while time.monotonic() - start < 150:
             v, raw = value(backlog_q), value(pending_q)
-            timeline.append((round(time.monotonic() - start, 1), v, raw))
+            lag, old = value(lag_q), value(fallback_q)
+            timeline.append((round(time.monotonic() - start, 1), v, raw, lag, old))
             peak, seen = max(peak, v), seen or raw > 0
             drained = raw == 0 and (seen or time.monotonic() - sent_at > 5)
             if drained and peak < 1 and sent < MAX_BURSTS:
@@ -179,7 +202,7 @@ def test_chart_adapter_queries_on_a_running_job(
                 burst = burst * 2
                 produce(kafka_broker.bootstrap, job.topics[0], burst)
                 sent, sent_at, seen = sent + 1, time.monotonic(), False
-            elif peak > 0 and raw == 0 and v < peak / 2:
+            elif peak > 0 and raw == 0 and lag < batch and v < peak / 2:
                 break
             time.sleep(1.0)
         rows_per_s = [s.value for s in prom.query(rate_q)]
@@ -187,21 +210,29 @@ def test_chart_adapter_queries_on_a_running_job(
         job.cancel()
         prom.stop()
     print(f"bursts sent: {sent};", "backlog timeline (s, ai_operator_backlog_depth, "
-          "sum pendingRecords):", timeline)  # fmt: skip
+          "sum pendingRecords, source lag, the rule's pendingRecords fallback):",
+          timeline)  # fmt: skip
     # Rises: input outpaced the job by far more than the job buffers (raw pending rows
     # above a few batches), and the windowed query saw it. How high the 5 s average gets
     # depends on how fast the machine drains the burst (about 1 s on a fast CI runner,
     # tens of seconds here), so the bound is one batch, not a fixed multiple.
-    # The rule divides by the chart's embedding.batch_size: the query's last term.
-    batch = int(backlog_rule.metrics_query.rsplit("/", 1)[1])
-    raw_peak = max(raw for _, _, raw in timeline)
+    raw_peak = max(t[2] for t in timeline)
+    lag_peak = max(t[3] for t in timeline)
     assert before < 1, (before, timeline)
     assert raw_peak >= 4 * batch, timeline
     assert peak >= 1, timeline
-    # An average over the window never exceeds the largest sample in it.
-    assert peak <= raw_peak / batch + 1e-6, timeline
+    # The source lag holds what pendingRecords holds and the prefetch besides; the rule
+    # averages it, so never above its largest sample.
+    assert lag_peak >= raw_peak, timeline
+    assert peak <= lag_peak / batch + 1e-6, timeline
+    # Without the broker series the rule is the pendingRecords sum: it rose, bounded by
+    # its own samples.
+    old_peak = max(t[4] for t in timeline)
+    assert 0 < old_peak <= raw_peak / batch + 1e-6, timeline
     # Falls: the source caught up (nothing pending) and the windowed value came down.
     assert timeline[-1][2] == 0 and timeline[-1][1] < peak / 2, timeline
+    # Caught up, the source lag is under a batch too.
+    assert timeline[-1][3] < batch, timeline
     # The pod-level rate rule gave a positive rows/s for the pod doing the work.
     assert rows_per_s and rows_per_s[0] > 0, rows_per_s
 

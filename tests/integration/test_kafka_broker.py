@@ -332,3 +332,36 @@ def test_cli_start_status_stop_across_processes(
     assert main(["kafka", "status", "--data-dir", data_dir]) == 3
     assert main(["kafka", "stop", "--data-dir", data_dir]) == 0
     assert "no Kafka broker running" in capsys.readouterr().err
+
+
+def test_metrics_endpoint_serves_log_end_offsets(kafka_broker: LocalKafka, topic: str) -> None:
+    """The session broker serves its per-partition log end offsets for Prometheus."""
+    from flinkai.metrics import scrape
+
+    create_topics(kafka_broker.bootstrap, [topic], partitions=2)
+    assert kafka_broker.metrics_address is not None
+
+    def ends() -> dict[str, float]:
+        got = scrape(f"http://{kafka_broker.metrics_address}/metrics")
+        series = got.get("kafka_log_log_logendoffset", [])
+        return {labels["partition"]: v for labels, v in series if labels.get("topic") == topic}
+
+    deadline = time.monotonic() + 30
+    while ends() != {"0": 0.0, "1": 0.0} and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert ends() == {"0": 0.0, "1": 0.0}
+    produce(kafka_broker.bootstrap, topic, [b"a", b"b", b"c"])
+    deadline = time.monotonic() + 30
+    while sum(ends().values()) != 3.0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert sum(ends().values()) == 3.0, ends()
+
+
+def test_metrics_agent_missing_fails_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("flinkai.kafka.broker.jars_dir", lambda kind: tmp_path / kind)
+    broker = LocalKafka(tmp_path / "data", port=free_port(), metrics_port=free_port())
+    with pytest.raises(SetupError, match=r"JMX exporter agent is missing .* run `flinkai setup`"):
+        broker._metrics_agent()
+    assert LocalKafka(tmp_path / "d2", port=free_port())._metrics_agent() == []

@@ -30,6 +30,9 @@ DOCKERFILES = (ROOT / "docker" / "Dockerfile", ROOT / "docker" / "Dockerfile.gpu
 FLINK_BUILTIN_METRICS = {
     # FLIP-33 source metric: records in the Kafka partitions not yet read (per subtask).
     "flink_taskmanager_job_task_operator_pendingRecords",
+    # The Kafka source's position per partition (KafkaSourceReaderMetrics, topic and
+    # partition as labels): the backlog rule joins it with the brokers' log end offsets.
+    "flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_currentOffset",
 }
 _METRIC_RE = re.compile(r"\bflink_(?:taskmanager|jobmanager)_[A-Za-z0-9_]+")
 #: Series a rule may select: Flink's reporter or flinkai.gpu_metrics.
@@ -74,6 +77,10 @@ def test_every_metric_the_chart_names_is_flinkai_or_a_listed_flink_builtin() -> 
     assert metrics.prometheus_name(metrics.EMBEDDED_ROWS) in seen
     assert metrics.prometheus_name(metrics.EMBEDDING_BATCH_MS) in seen
     assert "flink_taskmanager_job_task_operator_pendingRecords" in seen
+    assert (
+        "flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_currentOffset"
+        in seen
+    )
     assert gpu_metrics.GPU_UTILIZATION in _chart_texts()["values.yaml"]
 
 

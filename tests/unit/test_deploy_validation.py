@@ -223,6 +223,18 @@ def test_no_gpu_metric_when_taskmanagers_have_no_gpu() -> None:
             ["--set", "flink.resourceStabilizationTimeout=20s"],
             "flink.resourceStabilizationTimeout is gone",
         ),
+        (
+            ["--set-string", "autoscaling.backlog.endOffsetMatchers={namespace=kafka}"],
+            "at '/autoscaling/backlog/endOffsetMatchers'",
+        ),
+        (
+            ["--set-string", "autoscaling.backlog.endOffsetSeries=kafka-log-end"],
+            "at '/autoscaling/backlog/endOffsetSeries'",
+        ),
+        (
+            ["--set-string", "autoscaling.backlog.resolution=0s"],
+            "at '/autoscaling/backlog/resolution'",
+        ),
     ],
     ids=[
         "min-replicas-0",
@@ -233,6 +245,9 @@ def test_no_gpu_metric_when_taskmanagers_have_no_gpu() -> None:
         "policy-period-0",
         "duration-with-space",
         "deprecated-key",
+        "end-offset-matchers-braces",
+        "end-offset-series-name",
+        "lag-resolution-0",
     ],
 )
 def test_out_of_range_values_fail_helm_template(helm_args: list[str], expected: str) -> None:
