@@ -433,6 +433,9 @@ class _Feed:
 
         self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=0, acks=1)
         self.topic, self.work, self.watcher, self.leg = topic, work, watcher, leg
+        #: The input topic stamps LogAppendTime (the job legs): each record's metadata
+        #: then carries the broker's append time.
+        self.log_append_time = leg.startswith("job")
 
     def close(self) -> None:
         self.producer.close(timeout=5)
@@ -466,20 +469,27 @@ class _Feed:
         wall = self.watcher.last(prefix) - t0
         return n / wall, wall, events
 
-    def paced(self, rate: float, seconds: float) -> dict[str, float]:
-        """Send at ``rate`` for ``seconds``; send times by ``tx_id``."""
+    def paced(self, rate: float, seconds: float) -> tuple[dict[str, float], dict[str, float]]:
+        """Send at ``rate`` for ``seconds``; (send times, the broker's append times) by
+        ``tx_id``. The second is empty unless the topic stamps LogAppendTime."""
         events = self.work.take(max(1, int(rate * seconds)), "p")
         payloads = [json.dumps(e).encode() for e in events]
         sent: dict[str, float] = {}
+        futures = []
         schedule = pacing_schedule(len(events), rate, time.time() + 0.1)
         for at, e, p in zip(schedule, events, payloads, strict=True):
             delay = at - time.time()
             if delay > 0:
                 time.sleep(delay)
             sent[e["tx_id"]] = time.time()
-            self.producer.send(self.topic, p)
+            futures.append((e["tx_id"], self.producer.send(self.topic, p)))
         self.producer.flush()
-        return sent
+        appended: dict[str, float] = {}
+        for tx, fut in futures:
+            meta = fut.get(timeout=30)
+            if meta.timestamp is not None and meta.timestamp > 0 and self.log_append_time:
+                appended[tx] = meta.timestamp / 1000
+        return sent, appended
 
 
 #: A paced run's rate: fixed, a function of the leg's measured max QPS, or none.
@@ -518,7 +528,7 @@ def _measure(leg: str, bootstrap: str, topics: tuple[str, str], work: Workload,
                                            "workload_repeats": repeat_stats(events)})  # fmt: skip
             paced_rate = paced(rate) if callable(paced) else paced
             if paced_rate is not None:
-                sent = feed.paced(paced_rate, options.paced_seconds)
+                sent, appended = feed.paced(paced_rate, options.paced_seconds)
                 with contextlib.suppress(TimeoutError):
                     _wait(lambda: visible.count("p") >= len(sent), 60, f"{leg}: paced")
                 lat, _ = event_latencies_ms(sent, written.written_snapshot())
@@ -528,6 +538,11 @@ def _measure(leg: str, bootstrap: str, topics: tuple[str, str], work: Workload,
                 result.p50_ms, result.p99_ms = percentiles(lat)
                 # The same events timed by the watcher's poll, as this bench did before.
                 result.extra["p50_p99_ms_at_poll"] = percentiles(polled)
+                if appended:
+                    # From the broker's append of the input to the sink's send: the system
+                    # under test alone, without the load generator's own client delays.
+                    from_broker, _ = event_latencies_ms(appended, written.written_snapshot())
+                    result.extra["p50_p99_ms_broker_append_to_sink"] = percentiles(from_broker)
                 result.extra["paced_p99_ms_by_second"] = _p99_by_second(
                     sent, written.written_snapshot()
                 )
@@ -658,7 +673,8 @@ def run_job(bootstrap: str, work: Workload, models: Path | None, accounts: Path 
     run = uuid.uuid4().hex[:8]
     topics = (f"agents-job-in-{run}", f"agents-job-out-{run}")
     dlq = f"agents-job-dlq-{run}"
-    create_topics(bootstrap, [*topics, dlq])
+    create_topics(bootstrap, [topics[0]], configs={"message.timestamp.type": "LogAppendTime"})
+    create_topics(bootstrap, [topics[1], dlq])
     variables = {
         "KAFKA_BOOTSTRAP": bootstrap, "TRANSACTIONS_TOPIC": topics[0],
         "DECISIONS_TOPIC": topics[1], "DLQ_TOPIC": dlq, "GROUP_ID": f"agents-{run}",
