@@ -27,7 +27,7 @@ from flinkai.kafka.admin import (
 )
 from flinkai.kafka.broker import LocalKafka
 from flinkai.kafka.errors import KafkaError, TopicNotFoundError
-from flinkai.local.process import free_port, port_in_use
+from flinkai.local.process import free_port, port_in_use, wait_until
 from flinkai.testing import compare_ids, unique_topic
 
 pytestmark = pytest.mark.integration
@@ -346,15 +346,9 @@ def test_metrics_endpoint_serves_log_end_offsets(kafka_broker: LocalKafka, topic
         series = got.get("kafka_log_log_logendoffset", [])
         return {labels["partition"]: v for labels, v in series if labels.get("topic") == topic}
 
-    deadline = time.monotonic() + 30
-    while ends() != {"0": 0.0, "1": 0.0} and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert ends() == {"0": 0.0, "1": 0.0}
+    assert wait_until(lambda: ends() == {"0": 0.0, "1": 0.0}, 30, poll_s=0.5), ends()
     produce(kafka_broker.bootstrap, topic, [b"a", b"b", b"c"])
-    deadline = time.monotonic() + 30
-    while sum(ends().values()) != 3.0 and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert sum(ends().values()) == 3.0, ends()
+    assert wait_until(lambda: sum(ends().values()) == 3.0, 30, poll_s=0.5), ends()
 
 
 def test_metrics_agent_missing_fails_clearly(

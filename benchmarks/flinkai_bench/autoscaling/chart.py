@@ -35,17 +35,23 @@ __all__ = [
     "ChartAutoscaling",
     "HpaMetric",
     "default_chart",
+    "flink_label_value",
     "helm_command",
     "render",
 ]
 
 _REPO = Path(__file__).resolve().parents[3]
-#: A Go template action; the rules may only use ``{{ .Values.path }}``.
-#: A template action with the whitespace around it, which "{{-" and "-}}" trim as helm does.
+#: A Go template action with the whitespace around it ("{{-" and "-}}" trim it, as helm
+#: does); the rules may only use ``{{ .Values.path }}``.
 _ACTION = re.compile(r"(\s*)\{\{(-?)\s*(.*?)\s*(-?)\}\}(\s*)")
 _VALUES_REF = re.compile(r"^\.Values((?:\.[A-Za-z_][A-Za-z0-9_]*)+)$")
 #: Flink's reporter writes label values with these characters as "_" (the HPA template).
 _LABEL_UNSAFE = re.compile(r"[^a-zA-Z0-9:_]")
+
+
+def flink_label_value(text: str) -> str:
+    """``text`` as Flink's Prometheus reporter writes it in a label value."""
+    return _LABEL_UNSAFE.sub("_", text)
 
 
 def default_chart() -> Path:
@@ -224,7 +230,7 @@ def _from_values(
     a = values["autoscaling"]
     metrics: list[dict[str, Any]] = []
     if a["backlog"]["enabled"]:
-        job = _LABEL_UNSAFE.sub("_", values["job"]["pipelineName"])
+        job = flink_label_value(values["job"]["pipelineName"])
         metrics.append(
             {
                 "type": "External",

@@ -42,7 +42,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -53,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from flinkai_bench.autoscaling.adapter import AdapterReader
+from flinkai_bench.autoscaling.chart import flink_label_value
 from flinkai_bench.autoscaling.hpa import HorizontalPodAutoscaler, HpaDecision
 from flinkai_bench.autoscaling.timeline import Sample, ScaleEvent
 from flinkai_bench.scaling.load import LoadPlan, RateFollower
@@ -690,7 +690,7 @@ def source_lag_query(topic: str) -> str:
     Flink's reporter writes the topic label with characters outside ``[a-zA-Z0-9:_]``
     as ``_``; the broker's series gets that same value to join on.
     """
-    flink_topic = re.sub(r"[^a-zA-Z0-9:_]", "_", topic)
+    flink_topic = flink_label_value(topic)
     position = "flink_taskmanager_job_task_operator_KafkaSourceReader_topic_partition_currentOffset"
     end = (
         f'label_replace(max by (partition) (kafka_log_log_logendoffset{{topic="{topic}"}}),'
