@@ -461,6 +461,9 @@ class LlmConfig:
         max_running: Sequences the scheduler decodes together per worker.
         step_tokens: Tokens per scheduler step: one per running sequence, the rest
             prefill chunks (so a long prompt delays running ones by one chunk at most).
+        overlap_prefill: Run prefill chunks on a thread beside the decode steps, so
+            running sequences never wait for a prompt's prefill (off: a step runs its
+            chunk, then the decode).
         kv_budget_bytes: KV bytes per worker (padding included); admission waits and
             the lowest priority is preempted to the store at the budget; 0: no budget.
             A prompt whose KV can never fit is dead-lettered (``kv_budget_exceeded``).
@@ -497,6 +500,7 @@ class LlmConfig:
     store_dtype: Literal["same", "float16"] = "same"
     max_running: int = 32
     step_tokens: int = 64
+    overlap_prefill: bool = True
     kv_budget_bytes: int = 256 * 1024 * 1024
     priority_aging_s: float = 10.0
     max_waiting: int = 100_000

@@ -175,6 +175,7 @@ class CompletionService:
             SchedulerConfig(
                 max_running=llm.max_running,
                 step_tokens=llm.step_tokens,
+                overlap_prefill=llm.overlap_prefill,
                 kv_budget_bytes=llm.kv_budget_bytes,
                 aging_s=llm.priority_aging_s,
                 max_waiting=llm.max_waiting,

@@ -38,8 +38,11 @@ loop of :meth:`step` calls (tests, the bench's ``raw`` row) runs the same code.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import functools
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -71,6 +74,21 @@ log = logging.getLogger(__name__)
 
 FinishReason = Literal["stop", "length", "error"]
 
+#: Niceness added to the prefill thread (overlap_prefill).
+_PREFILL_NICE = 10
+
+
+def _lower_priority() -> None:
+    """Make the calling thread yield the cores to the decode steps (Linux: niceness +10).
+
+    Prefill and decode share the cores; the decode runs a step that every running
+    sequence waits for, the prefill one prompt's first token. Work is not lost either
+    way: the prefill takes whatever the decode leaves.
+    """
+    # Not Linux, or not allowed: the two run at equal priority.
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _PREFILL_NICE)
+
 
 class SchedulerDecoder(Decoder, BatchForward):
     """A decoder with batch-1 ``forward`` (prefill) and ``forward_batch`` (decode)."""
@@ -85,6 +103,10 @@ class SchedulerConfig:
         step_tokens: Tokens one step may process: one per running row, the rest for
             prefill chunks (at least ``min_prefill_chunk``).
         min_prefill_chunk: Prefill tokens per step even when the batch is full.
+        overlap_prefill: Run each prefill chunk on a thread of its own, beside the decode
+            steps, instead of inside a step: running sequences then wait for no prefill
+            (a prompt joins at the first step after its last chunk). Off: the plain,
+            deterministic loop (one chunk budget per step, then the decode).
         kv_budget_bytes: Bytes of KV (padding included) the worker may hold; 0: none.
         aging_s: A waiting request gains one priority level per this many seconds.
         max_waiting: Requests beyond this many waiting are refused (``queue_full``).
@@ -94,6 +116,7 @@ class SchedulerConfig:
     max_running: int = 32
     step_tokens: int = 64
     min_prefill_chunk: int = 16
+    overlap_prefill: bool = False
     kv_budget_bytes: int = 0
     aging_s: float = 10.0
     max_waiting: int = 100_000
@@ -197,6 +220,8 @@ class SchedulerStats:
     steps: int = 0
     generated_tokens: int = 0
     prefill_tokens: int = 0
+    #: Decode steps that ran while a prompt prefilled beside them (overlap_prefill).
+    overlapped_steps: int = 0
     finished: int = 0
     refused: int = 0
     preemptions: int = 0
@@ -335,6 +360,12 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._step_no = 0
+        # The prefill chunk running beside the decode steps (overlap_prefill): its
+        # future, the sequence (always the head of _prefill) and the chunk's ids.
+        self._inflight: (
+            tuple[concurrent.futures.Future[tuple[np.ndarray, KvCache]], _Seq, list[int]] | None
+        ) = None
+        self._prefill_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     # -- the caller's side (any thread) ----------------------------------------------
 
@@ -422,6 +453,9 @@ class Scheduler:
         if self._thread is not None:
             self._thread.join(timeout_s)
             self._thread = None
+        if self._prefill_pool is not None:
+            self._prefill_pool.shutdown(wait=False)
+            self._prefill_pool = None
 
     def _loop(self) -> None:
         while True:
@@ -646,10 +680,62 @@ class Scheduler:
             seq.cached_tokens, seq.counted_cache = covered, True
 
     def _prefill_chunks(self) -> int:
-        cfg = self.config
-        budget = max(cfg.step_tokens - len(self._running), cfg.min_prefill_chunk)
+        """Prefill this step's chunks; returns the prompt tokens whose KV was added."""
+        if self.config.overlap_prefill:
+            return self._prefill_overlapped()
+        budget = self._chunk_budget()
         used = 0
-        while self._prefill and used < budget:
+        while used < budget:
+            got = self._next_chunk(budget - used)
+            if got is None:
+                break
+            seq, chunk = got
+            logits, cache = self._forward_chunk(seq, chunk)
+            used += len(chunk)
+            self._after_chunk(seq, chunk, logits, cache)
+        self.stats.prefill_tokens += used
+        return used
+
+    def _prefill_overlapped(self) -> int:
+        """Collect the prompt prefilling beside the decode if it is done (or if there is
+        no decode to run meanwhile), then start the next one.
+
+        The thread prefills a prompt's whole remaining context, in chunks of
+        ``step_tokens`` (which bound the attention's memory), without coming back to
+        the stepping thread between chunks: running sequences do not wait for it, so a
+        round trip per chunk would only delay the prompt's first token.
+        """
+        used = 0
+        if self._inflight is not None:
+            future, seq, ids = self._inflight
+            if not future.done() and self._running:
+                return 0  # the decode goes on; the prompt is collected at a later step
+            self._inflight = None
+            logits, cache = future.result()
+            used = len(ids)
+            self._after_chunk(seq, ids, logits, cache)
+        got = self._next_chunk(1 << 30)  # the whole remaining context
+        if got is not None:
+            seq, ids = got
+            if self._prefill_pool is None:
+                self._prefill_pool = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="flinkai-llm-prefill", initializer=_lower_priority
+                )
+            future = self._prefill_pool.submit(
+                self._forward_chunks, seq, ids, self.config.step_tokens
+            )
+            self._inflight = (future, seq, ids)
+        self.stats.prefill_tokens += used
+        return used
+
+    def _chunk_budget(self) -> int:
+        cfg = self.config
+        return max(cfg.step_tokens - len(self._running), cfg.min_prefill_chunk)
+
+    def _next_chunk(self, budget: int) -> tuple[_Seq, list[int]] | None:
+        """The head prompt's next chunk of at most ``budget`` tokens (pinning its adapter
+        and restoring its prefix first); None: no prompt to prefill."""
+        while self._prefill:
             seq = self._prefill[0]
             if seq.req.adapter is not None and not seq.generated:
                 if seq.lora is None and not self._pin(seq):
@@ -661,27 +747,38 @@ class Scheduler:
                 # beside another with the same prefix then finds the blocks it published.
                 seq.restore_pending = False
                 self._restore(seq)
-            context = seq.context
-            chunk = context[seq.covered : seq.covered + budget - used]
-            if seq.lora is None:
-                logits, cache = self.decoder.forward(chunk, seq.cache)
-            else:
-                if seq.covered == seq.restored and not seq.preemptions:
-                    wall = self.wall()
-                    self.stats.adapter_first_use.setdefault(seq.lora.tag, wall)
-                    self.stats.adapter_starts.append((seq.lora.tag, wall))
-                logits, cache = self.decoder.forward(chunk, seq.cache, lora=seq.lora)  # type: ignore[call-arg]
-            seq.cache, seq.covered = cache, seq.covered + len(chunk)
-            used += len(chunk)
-            if seq.covered < len(context):
-                continue  # the rest of this prompt in the next step
-            self._prefill.pop(0)
-            self._publish(context, cache, seq)
-            self._first_deltas.append(self._emit(seq, int(np.argmax(logits))))
-            if seq.done() is None:
-                self._joining.append(seq)
-        self.stats.prefill_tokens += used
-        return used
+            if seq.lora is not None and seq.covered == seq.restored and not seq.preemptions:
+                wall = self.wall()
+                self.stats.adapter_first_use.setdefault(seq.lora.tag, wall)
+                self.stats.adapter_starts.append((seq.lora.tag, wall))
+            return seq, seq.context[seq.covered : seq.covered + budget]
+        return None
+
+    def _forward_chunk(
+        self, seq: _Seq, chunk: Sequence[int], past: KvCache | None = None
+    ) -> tuple[np.ndarray, KvCache]:
+        # Reads seq.cache and seq.lora only: nothing changes them while a prefill runs.
+        past = seq.cache if past is None else past
+        if seq.lora is None:
+            return self.decoder.forward(chunk, past)
+        return self.decoder.forward(chunk, past, lora=seq.lora)  # type: ignore[call-arg]
+
+    def _forward_chunks(self, seq: _Seq, ids: list[int], size: int) -> tuple[np.ndarray, KvCache]:
+        logits, cache = self._forward_chunk(seq, ids[:size])
+        for at in range(size, len(ids), size):
+            logits, cache = self._forward_chunk(seq, ids[at : at + size], cache)
+        return logits, cache
+
+    def _after_chunk(self, seq: _Seq, chunk: list[int], logits: np.ndarray, cache: KvCache) -> None:
+        seq.cache, seq.covered = cache, seq.covered + len(chunk)
+        context = seq.context
+        if seq.covered < len(context):
+            return  # the rest of this prompt in a later chunk
+        self._prefill.pop(0)
+        self._publish(context, cache, seq)
+        self._first_deltas.append(self._emit(seq, int(np.argmax(logits))))
+        if seq.done() is None:
+            self._joining.append(seq)
 
     def _publish(self, context: Sequence[int], cache: KvCache, seq: _Seq) -> None:
         if self.prefix is not None:
@@ -693,6 +790,8 @@ class Scheduler:
             seq.stored_tokens = len(context)
 
     def _decode(self) -> list[TokenDelta]:
+        if self._inflight is not None:
+            self.stats.overlapped_steps += 1
         keys = list(self._batch.keys)
         seqs = [self._running[k] for k in keys]
         logits = self._batch.step(self.decoder, [s.generated[-1] for s in seqs])
@@ -835,6 +934,7 @@ class Scheduler:
     def _fail_all(self, error: str) -> None:
         now = self.clock()
         seqs = [*self._running.values(), *self._prefill, *self._joining]
+        self._inflight = None  # its sequence fails with the rest; the result is dropped
         self._running.clear()
         self._prefill.clear()
         self._joining.clear()

@@ -29,8 +29,11 @@ pytestmark = [pytest.mark.integration]
 NEW_TOKENS = 12
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_any_schedule_equals_single_sequence_greedy_on_the_real_decoder(seed: int) -> None:
+# Seed 1 prefills on the thread beside the decode (overlap_prefill, the service's default).
+@pytest.mark.parametrize(("seed", "overlap"), [(0, False), (1, True)])
+def test_any_schedule_equals_single_sequence_greedy_on_the_real_decoder(
+    seed: int, overlap: bool
+) -> None:
     require_decoder()
     model = load_prompt_model(load_config(env={}))
     decoder = model.decoder
@@ -49,7 +52,9 @@ def test_any_schedule_equals_single_sequence_greedy_on_the_real_decoder(seed: in
     )
     scheduler = Scheduler(
         decoder,
-        SchedulerConfig(step_tokens=24, min_prefill_chunk=8, kv_budget_bytes=budget),
+        SchedulerConfig(
+            step_tokens=24, min_prefill_chunk=8, kv_budget_bytes=budget, overlap_prefill=overlap
+        ),
         prefix=prefix,
     )
     order = list(prompts)

@@ -49,8 +49,11 @@ def _run(
     return out
 
 
+@pytest.mark.parametrize("overlap", [False, True], ids=["in-step", "overlapped"])
 @pytest.mark.parametrize("seed", range(6))
-def test_tokens_equal_single_sequence_greedy_for_any_schedule(seed: int) -> None:
+def test_tokens_equal_single_sequence_greedy_for_any_schedule(seed: int, overlap: bool) -> None:
+    """Random arrivals, lengths, budgets and priorities; prefill in the step or on its
+    own thread beside the decode (``overlap_prefill``, the service's default)."""
     rng = random.Random(seed)
     decoder = AttentionDecoder(seed)
     prompts = _prompts(rng, 24)
@@ -63,6 +66,7 @@ def test_tokens_equal_single_sequence_greedy_for_any_schedule(seed: int) -> None
         max_running=rng.choice([2, 4, 32]),
         step_tokens=rng.choice([8, 16, 64]),
         min_prefill_chunk=rng.choice([1, 4]),
+        overlap_prefill=overlap,
         trace_steps=10_000,
     )
     scheduler = Scheduler(decoder, config)
@@ -71,6 +75,12 @@ def test_tokens_equal_single_sequence_greedy_for_any_schedule(seed: int) -> None
         for k, (p, n) in enumerate(zip(prompts, budgets, strict=True))
     ]
     assert _run(scheduler, requests, rng) == want
+    if overlap:
+        # Decode steps ran while a prompt prefilled beside them. (When a prompt joins
+        # depends on the threads' timing here, so the trace is not checked.)
+        assert scheduler.stats.overlapped_steps > 0
+        return
+    assert scheduler.stats.overlapped_steps == 0
     # Sequences joined a batch that was already decoding, and left while others ran on.
     assert any(t.joined and set(t.running) - set(t.joined) for t in scheduler.trace)
     assert any(t.left and t.running for t in scheduler.trace)
