@@ -317,7 +317,7 @@ def memory_workload(bootstrap: str, config: Any, model: Any, pool: Sequence[Item
 
     resident = run(config.with_overrides(llm={"kv_budget_bytes": 0, "store": "none"}))
     log(f"memory, all resident: {resident}")
-    budget = int(resident["peak_kv_bytes"] * 0.6)
+    budget = int(resident["peak_kv_bytes"] * args.budget_fraction)
     offload = run(config.with_overrides(
         llm={"kv_budget_bytes": budget, "store": "kafka",
              "topic": f"llm-bench-kv-{uuid.uuid4().hex[:6]}"},
