@@ -269,7 +269,9 @@ TABLES: dict[str, TableSpec] = {
             col("restarts", "restarts", "d"),
             col("identical", "identical"),
         ),
-        note="Bursts sent at once to the default job (checkpoint every 5 s, 60 s timeout).",
+        note="Bursts sent at once to the default job (checkpoint every 5 s, 60 s timeout). "
+        "The 1,024-prompt burst ran before prefill moved beside the decode steps: "
+        "`2026-12-06-2vcpu/llm-serve-stop46.json`.",
     ),
     "lora": TableSpec(
         source=f"{_D6}/lora.json",
