@@ -7,8 +7,11 @@ One :class:`Scheduler` per worker owns the decoder. Each :meth:`Scheduler.step`:
    set and the KV budget allow;
 2. **prefills** admitted prompts in chunks, at most ``step_tokens`` tokens per step
    minus one per running row, so a long prompt stalls running decodes by at most one
-   chunk. A prompt first restores its longest cached prefix from the snapshot store
-   (:class:`~flinkai.llm.prefix.PrefixCache`) and publishes its own blocks after;
+   chunk; or, with ``overlap_prefill`` (the service's default), one prompt at a time on
+   a thread beside the steps, so running decodes wait for no prefill and the prompt
+   joins at the first step after it. A prompt first restores its longest cached prefix
+   from the snapshot store (:class:`~flinkai.llm.prefix.PrefixCache`) and publishes its
+   own blocks after;
 3. **decodes** one token for every running sequence in one batched forward
    (:class:`~flinkai.llm.batch.KvBatch`). A sequence whose prefill ended joins at
    this step; one that stopped leaves before the next. Nothing waits for a bundle,
@@ -103,10 +106,11 @@ class SchedulerConfig:
         step_tokens: Tokens one step may process: one per running row, the rest for
             prefill chunks (at least ``min_prefill_chunk``).
         min_prefill_chunk: Prefill tokens per step even when the batch is full.
-        overlap_prefill: Run each prefill chunk on a thread of its own, beside the decode
-            steps, instead of inside a step: running sequences then wait for no prefill
-            (a prompt joins at the first step after its last chunk). Off: the plain,
-            deterministic loop (one chunk budget per step, then the decode).
+        overlap_prefill: Prefill one prompt at a time on a thread of its own (chunks of
+            ``step_tokens``), beside the decode steps instead of inside them: running
+            sequences then wait for no prefill, and the prompt joins at the first step
+            after it. Off: the plain, deterministic loop (one chunk budget per step,
+            then the decode).
         kv_budget_bytes: Bytes of KV (padding included) the worker may hold; 0: none.
         aging_s: A waiting request gains one priority level per this many seconds.
         max_waiting: Requests beyond this many waiting are refused (``queue_full``).
@@ -360,8 +364,8 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._step_no = 0
-        # The prefill chunk running beside the decode steps (overlap_prefill): its
-        # future, the sequence (always the head of _prefill) and the chunk's ids.
+        # The prefill running beside the decode steps (overlap_prefill): its future,
+        # the sequence (always the head of _prefill) and the ids it covers.
         self._inflight: (
             tuple[concurrent.futures.Future[tuple[np.ndarray, KvCache]], _Seq, list[int]] | None
         ) = None
