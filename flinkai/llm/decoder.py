@@ -7,6 +7,7 @@ now covers past + new tokens. Prefix reuse is therefore just ``forward(suffix, p
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,7 +22,13 @@ from flinkai.llm.cache import KvCache, ModelShape
 from flinkai.llm.errors import CacheShapeError, LlmArtifactError, LlmError
 from flinkai.llm.lora import Adapter, LoraSpec
 
-__all__ = ["AdaptedDecoder", "DecoderOptions", "OnnxDecoder"]
+__all__ = ["GROUPED_ATTENTION", "AdaptedDecoder", "DecoderOptions", "OnnxDecoder"]
+
+log = logging.getLogger(__name__)
+
+#: The manifest's ``extra.attention`` of an export that reads each KV head once
+#: (``flinkai.models.llm_attention.ATTENTION_NAME``; the runtime does not import torch).
+GROUPED_ATTENTION = "flinkai_grouped"
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,13 @@ class OnnxDecoder:
             )
         except Exception as e:  # ORT raises its own Fail/InvalidGraph types
             raise LlmArtifactError(f"{artifacts.decoder_path} does not load: {e}") from e
+        if self.manifest.extra.get("attention") != GROUPED_ATTENTION:
+            # Works, but its graph copies every KV head per query head at each step.
+            log.warning(
+                "%s was exported before the grouped attention: its decode steps copy the KV; "
+                "flinkai model export-llm --force rebuilds it faster (docs/llm.md)",
+                artifacts.root,
+            )
         got_in = [i.name for i in self._session.get_inputs()]
         got_out = [o.name for o in self._session.get_outputs()]
         if got_in != list(self.manifest.inputs) or got_out != list(self.manifest.outputs):

@@ -49,7 +49,7 @@ from flinkai.llm.cache import ModelShape
 from flinkai.llm.errors import LlmArtifactError
 from flinkai.llm.lora import DEFAULT_MODULES, Adapter, LoraSpec
 from flinkai.models.errors import ExportError
-from flinkai.models.llm_attention import grouped_attention
+from flinkai.models.llm_attention import ATTENTION_NAME, grouped_attention
 from flinkai.paths import cache_root
 from flinkai.staging import StagingError, staged_dir, staged_file
 
@@ -458,7 +458,11 @@ def _write_files(
         },
         files=files,
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        extra={"exporter": "torch.onnx.export (TorchScript, dynamo=False)", "logits": "last"},
+        extra={
+            "exporter": "torch.onnx.export (TorchScript, dynamo=False)",
+            "logits": "last",
+            "attention": ATTENTION_NAME,
+        },
         lora=lora,
     )
     manifest.write(work)

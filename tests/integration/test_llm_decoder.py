@@ -255,3 +255,33 @@ def test_attention_reads_each_kv_head_once(decoder: OnnxDecoder) -> None:
     """The export groups query heads by KV head (``flinkai.models.llm_attention``): no
     node copies the KV per query head, which each decode step would pay for."""
     assert kv_expands(decoder.artifacts.decoder_path) == []
+
+
+def test_an_export_made_before_the_grouped_attention_loads_with_a_warning(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The manifest names the attention; an older export still serves, and the runtime
+    says how to rebuild it (the runtime's constant is the exporter's name)."""
+    import json
+    import logging
+    import shutil
+
+    from flinkai.llm.decoder import GROUPED_ATTENTION
+    from flinkai.models.llm_attention import ATTENTION_NAME
+    from tests.integration.llm import tiny_decoder_dir
+
+    assert GROUPED_ATTENTION == ATTENTION_NAME
+    folder = tmp_path / "old"
+    shutil.copytree(tiny_decoder_dir(), folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["extra"]["attention"] == GROUPED_ATTENTION
+    with caplog.at_level(logging.WARNING, logger="flinkai.llm.decoder"):
+        OnnxDecoder.load(folder)
+    assert not caplog.records
+    del manifest["extra"]["attention"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with caplog.at_level(logging.WARNING, logger="flinkai.llm.decoder"):
+        old = OnnxDecoder.load(folder)
+    assert "export-llm --force" in caplog.text
+    logits, _ = old.forward([1, 2, 3])
+    assert logits.shape == (old.shape.vocab_size,)
