@@ -550,7 +550,11 @@ def export_tiny_llm(
     target = Path(out_dir).expanduser().resolve() if out_dir else cache_root() / "models" / name
     if not force and target.exists():
         try:
-            return load_llm_artifacts(target)
+            existing = load_llm_artifacts(target)
+            # Tests read the graph the exporter makes now; re-exporting takes seconds.
+            if existing.manifest.extra.get("attention") == ATTENTION_NAME:
+                return existing
+            log.info("tiny export at %s predates the grouped attention; exporting again", target)
         except LlmArtifactError as e:
             log.info("existing tiny export at %s is not usable (%s); exporting again", target, e)
     torch: Any = require("torch", "torch")

@@ -254,7 +254,8 @@ def kv_expands(path: Any) -> list[str]:
 def test_attention_reads_each_kv_head_once(decoder: OnnxDecoder) -> None:
     """The export groups query heads by KV head (``flinkai.models.llm_attention``): no
     node copies the KV per query head, which each decode step would pay for."""
-    assert kv_expands(decoder.artifacts.decoder_path) == []
+    found = kv_expands(decoder.artifacts.decoder_path)
+    assert found == [], f"{len(found)} KV copies: an older export; `export-llm --force`"
 
 
 def test_an_export_made_before_the_grouped_attention_loads_with_a_warning(
