@@ -19,10 +19,13 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from flinkai.llm.decoder import GROUPED_ATTENTION
+
 __all__ = ["ATTENTION_NAME", "grouped_attention"]
 
-#: The name the export registers with transformers' attention interface.
-ATTENTION_NAME = "flinkai_grouped"
+#: The name the export registers with transformers' attention interface; the manifest
+#: records it, and the runtime checks it (it must not import this torch-side module).
+ATTENTION_NAME = GROUPED_ATTENTION
 
 
 def _attention(torch: Any) -> Any:
