@@ -61,19 +61,32 @@ __all__ = ["register", "summarize"]
 
 
 def _sweep(row: Row, pool: Sequence[Item], seconds: float, fractions: Sequence[float],
-           capacity: float, seed: int, log: Callable[[str], None]) -> list[RateRun]:  # fmt: skip
-    runs = []
+           capacity: float, seed: int, log: Callable[[str], None],
+           refine: int = 1) -> list[RateRun]:  # fmt: skip
+    runs: list[RateRun] = []
+
+    def at(rate: float) -> None:
+        run = row.run(pool, rate, seconds, seed + len(runs))
+        log(f"  {row.name} at {rate:.2f}/s: {run.tok_s:.1f} tok/s, keeps up {run.keeps_up}, "
+            f"backlog {run.backlog_at_end}")  # fmt: skip
+        runs.append(run)
+
     rates = [max(0.05, f * capacity) for f in fractions]
     k = 0
     while k < len(rates):
-        run = row.run(pool, rates[k], seconds, seed + k)
-        log(f"  {row.name} at {rates[k]:.2f}/s: {run.tok_s:.1f} tok/s, keeps up {run.keeps_up}, "
-            f"backlog {run.backlog_at_end}")  # fmt: skip
-        runs.append(run)
+        at(rates[k])
         # The max rate is known only once a rate fails: go on up until one does.
-        if k == len(rates) - 1 and run.keeps_up and len(rates) < len(fractions) + 3:
+        if k == len(rates) - 1 and runs[-1].keeps_up and len(rates) < len(fractions) + 3:
             rates.append(rates[-1] * 1.25)
         k += 1
+    # The grid's steps are a quarter or more of the capacity: halve the gap between the
+    # highest rate that kept up and the lowest one above it that did not.
+    for _ in range(refine):
+        best = _best(runs)
+        above = [r.rate for r in runs if not r.keeps_up and best and r.rate > best.rate]
+        if best is None or not above:
+            break
+        at((best.rate + min(above)) / 2)
     return runs
 
 
@@ -132,9 +145,10 @@ def _handle(args: argparse.Namespace) -> int:
     fractions = [float(f) for f in args.fractions.split(",")]
     result: dict[str, Any] = {
         "config": {"new_tokens": args.new_tokens, "pool": args.pool, "seconds": args.seconds,
-                   "fractions": fractions, "seed": args.seed, "llm": {
+                   "fractions": fractions, "refine": args.refine, "seed": args.seed, "llm": {
                        k: getattr(config.llm, k) for k in
-                       ("max_running", "step_tokens", "kv_budget_bytes", "poll_ms", "store")}},
+                       ("max_running", "step_tokens", "overlap_prefill", "prefill_first_at",
+                        "kv_budget_bytes", "poll_ms", "store")}},
         "single_step_ms": round(step_ms, 2),
         "median_past": median_past,
         "rows": {},
@@ -147,7 +161,9 @@ def _handle(args: argparse.Namespace) -> int:
             row: Any = PerRow(config, model) if name == "per-row" else Raw(config, model)
             cap = _capacity(row, pool, args.capacity_burst if name == "raw" else 12)
             log(f"{name}: closed-burst capacity {cap:.2f} prompts/s")
-            rows_runs[name] = _sweep(row, pool, args.seconds, fractions, cap, args.seed, log)
+            rows_runs[name] = _sweep(
+                row, pool, args.seconds, fractions, cap, args.seed, log, args.refine
+            )
             row.close()
         result["peak_rss_mb_in_process"] = round(rss.peak_bytes / 2**20, 1)
     with broker(args.bootstrap) as bootstrap:
@@ -156,7 +172,9 @@ def _handle(args: argparse.Namespace) -> int:
             try:
                 cap = _capacity(job, pool, args.capacity_burst)
                 log(f"job: closed-burst capacity {cap:.2f} prompts/s")
-                rows_runs["job"] = _sweep(job, pool, args.seconds, fractions, cap, args.seed, log)
+                rows_runs["job"] = _sweep(
+                    job, pool, args.seconds, fractions, cap, args.seed, log, args.refine
+                )
                 best = _best(rows_runs["job"])
                 if best is not None:
                     half = job.run(pool, best.rate / 2, args.seconds, args.seed + 99)
@@ -241,6 +259,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="arrival window per rate (60)")
     parser.add_argument("--fractions", default="0.5,0.75,0.9,1.1",
                         help="rates as fractions of each row's closed-burst capacity")  # fmt: skip
+    parser.add_argument("--refine", type=int, default=1,
+                        help="runs halving the gap between the max rate and the first that "
+                        "failed (1)")  # fmt: skip
     parser.add_argument("--new-tokens", type=int, default=64, help="max new tokens (64)")
     parser.add_argument("--pool", type=int, default=160, help="distinct prompts (160)")
     parser.add_argument("--capacity-burst", type=int, default=64, help="closed burst size (64)")

@@ -464,6 +464,9 @@ class LlmConfig:
         overlap_prefill: Run prefill chunks on a thread beside the decode steps, so
             running sequences never wait for a prompt's prefill (off: a step runs its
             chunk, then the decode).
+        prefill_first_at: With ``overlap_prefill``, once this many prompts wait for
+            their prefill, a decode step waits for the prefill in flight: under a backlog
+            the batch fills (throughput) before tokens stream evenly; 0: never.
         kv_budget_bytes: KV bytes per worker (padding included); admission waits and
             the lowest priority is preempted to the store at the budget; 0: no budget.
             A prompt whose KV can never fit is dead-lettered (``kv_budget_exceeded``).
@@ -501,6 +504,7 @@ class LlmConfig:
     max_running: int = 32
     step_tokens: int = 64
     overlap_prefill: bool = True
+    prefill_first_at: int = 5
     kv_budget_bytes: int = 256 * 1024 * 1024
     priority_aging_s: float = 10.0
     max_waiting: int = 100_000
@@ -519,8 +523,9 @@ class LlmConfig:
         ):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ConfigError(f"llm.{name} must be >= 1, got {getattr(self, name)}")
-        if self.cache_max_bytes < 0 or self.kv_budget_bytes < 0:
-            raise ConfigError("llm.cache_max_bytes and llm.kv_budget_bytes must be >= 0")
+        for name in ("cache_max_bytes", "kv_budget_bytes", "prefill_first_at"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"llm.{name} must be >= 0, got {getattr(self, name)}")
         if not self.priority_aging_s > 0:
             raise ConfigError(f"llm.priority_aging_s must be > 0, got {self.priority_aging_s}")
         if self.cache_ttl_s is not None and not self.cache_ttl_s > 0:

@@ -176,6 +176,7 @@ class CompletionService:
                 max_running=llm.max_running,
                 step_tokens=llm.step_tokens,
                 overlap_prefill=llm.overlap_prefill,
+                prefill_first_at=llm.prefill_first_at,
                 kv_budget_bytes=llm.kv_budget_bytes,
                 aging_s=llm.priority_aging_s,
                 max_waiting=llm.max_waiting,

@@ -111,6 +111,11 @@ class SchedulerConfig:
             sequences then wait for no prefill, and the prompt joins at the first step
             after it. Off: the plain, deterministic loop (one chunk budget per step,
             then the decode).
+        prefill_first_at: With ``overlap_prefill``, once this many prompts wait for
+            their prefill (the one in flight included), the decode step waits for the
+            prefill instead of running beside it. Under a backlog, fuller batches (one
+            read of the weights for more rows) come before inter-token latency; at light
+            load the decode never waits. 0: never.
         kv_budget_bytes: Bytes of KV (padding included) the worker may hold; 0: none.
         aging_s: A waiting request gains one priority level per this many seconds.
         max_waiting: Requests beyond this many waiting are refused (``queue_full``).
@@ -121,6 +126,7 @@ class SchedulerConfig:
     step_tokens: int = 64
     min_prefill_chunk: int = 16
     overlap_prefill: bool = False
+    prefill_first_at: int = 0
     kv_budget_bytes: int = 0
     aging_s: float = 10.0
     max_waiting: int = 100_000
@@ -130,8 +136,13 @@ class SchedulerConfig:
         for name in ("max_running", "step_tokens", "min_prefill_chunk"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.kv_budget_bytes < 0 or self.max_waiting < 0 or self.trace_steps < 0:
-            raise ValueError("kv_budget_bytes, max_waiting and trace_steps must be >= 0")
+        negative = [
+            name
+            for name in ("kv_budget_bytes", "max_waiting", "trace_steps", "prefill_first_at")
+            if getattr(self, name) < 0
+        ]
+        if negative:
+            raise ValueError(f"{', '.join(negative)} must be >= 0")
         if not self.aging_s > 0:
             raise ValueError(f"aging_s must be > 0, got {self.aging_s}")
 
@@ -224,6 +235,8 @@ class SchedulerStats:
     steps: int = 0
     generated_tokens: int = 0
     prefill_tokens: int = 0
+    #: Steps whose decode waited for the prefill under a backlog (prefill_first_at).
+    prefill_first_steps: int = 0
     #: Decode steps that ran while a prompt prefilled beside them (overlap_prefill).
     overlapped_steps: int = 0
     finished: int = 0
@@ -713,7 +726,12 @@ class Scheduler:
         if self._inflight is not None:
             future, seq, ids = self._inflight
             if not future.done() and self._running:
-                return 0  # the decode goes on; the prompt is collected at a later step
+                at = self.config.prefill_first_at
+                if not at or len(self._prefill) < at:
+                    return 0  # the decode goes on; the prompt is collected at a later step
+                # A backlog: the decode waits, so the prefill has the cores and the
+                # batch fills; the bench's raw row measures the trade (docs/llm.md).
+                self.stats.prefill_first_steps += 1
             self._inflight = None
             logits, cache = future.result()
             used = len(ids)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import time
 
 import numpy as np
 import pytest
@@ -84,6 +85,32 @@ def test_tokens_equal_single_sequence_greedy_for_any_schedule(seed: int, overlap
     # Sequences joined a batch that was already decoding, and left while others ran on.
     assert any(t.joined and set(t.running) - set(t.joined) for t in scheduler.trace)
     assert any(t.left and t.running for t in scheduler.trace)
+
+
+@pytest.mark.parametrize("first_at", [0, 3], ids=["beside", "prefill-first"])
+def test_under_a_backlog_the_decode_waits_for_the_prefill(first_at: int) -> None:
+    """``prefill_first_at``: with that many prompts waiting for their prefill, a decode
+    step waits for the prefill in flight (off, it never does); tokens are unchanged."""
+    rng = random.Random(7)
+
+    class SlowPrefill(AttentionDecoder):  # a prefill still in flight when the step checks
+        def forward(self, ids, past=None):  # type: ignore[no-untyped-def]
+            time.sleep(0.02)
+            return super().forward(ids, past)
+
+    decoder = SlowPrefill(7)
+    prompts = _prompts(rng, 10)
+    want = {str(k): decode_greedy(AttentionDecoder(7), p, 8, STOP).token_ids
+            for k, p in enumerate(prompts)}  # fmt: skip
+    config = SchedulerConfig(overlap_prefill=True, prefill_first_at=first_at)
+    scheduler = Scheduler(decoder, config)
+    requests = [Request(str(k), tuple(p), 8, STOP) for k, p in enumerate(prompts)]
+    assert _run(scheduler, requests, rng, p_arrive=1.0) == want  # all at once: a backlog
+    if first_at:
+        assert scheduler.stats.prefill_first_steps > 0
+    else:
+        assert scheduler.stats.prefill_first_steps == 0
+        assert scheduler.stats.overlapped_steps > 0
 
 
 def test_a_wrong_padding_mask_is_caught() -> None:
