@@ -12,9 +12,11 @@ Poisson. Three rows run the same prompt pool:
   token deltas on a topic (their producer timestamps give TTFT and ITL).
 
 Each row is swept over arrival rates around its own saturation throughput (a
-closed burst measured first), on up until a rate fails. A rate *keeps up* when the
-queue does not grow over the ``--seconds`` run: the requests in the system, counted
-each second, hold steady from the window's second quarter to its last
+closed burst measured first), on up until a rate fails, then once more halfway between
+the highest rate that kept up and the lowest above it that failed (``--refine``). A
+rate *keeps up* when the queue does not grow over the ``--seconds`` run: a line fitted
+to the requests in the system, counted each second over the window's last three
+quarters, rises by at most 3 plus 5% of the arrivals in that span
 (:func:`~flinkai_bench.llm_serve_rows.judge`); the **max rate** is the highest that
 keeps up.
 

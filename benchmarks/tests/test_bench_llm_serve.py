@@ -24,6 +24,32 @@ def test_a_row_that_falls_behind_does_not_keep_up() -> None:
     assert not ok and backlog > 250
 
 
+def _served(rate: float, capacity: float, seconds: float = 60.0) -> tuple[list[float], list[float]]:
+    """Poisson arrivals served first come, first served, one at a time, 1/capacity each."""
+    came = arrivals(rate, seconds, random.Random(1))
+    done, free = [], 0.0
+    for a in came:
+        free = max(free, a) + 1 / capacity
+        done.append(free)
+    return came, done
+
+
+def test_poisson_load_under_capacity_keeps_up() -> None:
+    came, done = _served(rate=1.0, capacity=2.0)
+    assert judge(len(came), done, came, 60.0)[0]
+
+
+def test_a_row_a_few_percent_short_of_its_arrivals_does_not_keep_up() -> None:
+    # 0.78/s against a capacity of 0.53/s: the bench's per-row case that an earlier rule
+    # ("last quarter <= 1.5 x second quarter + 3") judged as keeping up.
+    came, done = _served(rate=0.78, capacity=0.53)
+    ok, backlog = judge(len(came), done, came, 60.0)
+    assert not ok and backlog > 5
+    # 8% short also fails: the tolerance is 5% of the arrivals plus 3 requests.
+    came, done = _served(rate=2.4, capacity=2.2)
+    assert not judge(len(came), done, came, 60.0)[0]
+
+
 def _run(row: str, rate: float, tok_s: float, keeps_up: bool, itl_p99: float) -> RateRun:
     r = Record("q0-0", 0.0, first=0.01, done=1.0, tokens=(1, 2, 3))
     r.token_times = [0.01, 0.01 + itl_p99 / 1000, 0.01 + 2 * itl_p99 / 1000]
