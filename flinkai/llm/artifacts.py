@@ -31,6 +31,7 @@ __all__ = [
     "CHAT_TEMPLATE_FILE",
     "DECODER_FILE",
     "FORMAT_VERSION",
+    "GROUPED_ATTENTION",
     "MANIFEST_FILE",
     "MODEL_ID",
     "TOKENIZER_FILE",
@@ -50,6 +51,9 @@ MANIFEST_FILE = "manifest.json"
 DECODER_FILE = "decoder.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
+#: ``extra.attention`` of an export whose graph reads each KV head once (the name
+#: ``flinkai.models.llm_attention`` registers for the trace; this side imports no torch).
+GROUPED_ATTENTION = "flinkai_grouped"
 
 
 def input_names(n_layers: int, lora: LoraSpec | None = None) -> list[str]:
@@ -131,6 +135,11 @@ class LlmManifest:
     format_version: int = FORMAT_VERSION
     extra: Mapping[str, Any] = field(default_factory=dict)
     lora: LoraSpec | None = None
+
+    @property
+    def grouped_attention(self) -> bool:
+        """Whether the graph reads each KV head once (older exports copy it per query head)."""
+        return self.extra.get("attention") == GROUPED_ATTENTION
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready data."""

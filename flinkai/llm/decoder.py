@@ -22,13 +22,9 @@ from flinkai.llm.cache import KvCache, ModelShape
 from flinkai.llm.errors import CacheShapeError, LlmArtifactError, LlmError
 from flinkai.llm.lora import Adapter, LoraSpec
 
-__all__ = ["GROUPED_ATTENTION", "AdaptedDecoder", "DecoderOptions", "OnnxDecoder"]
+__all__ = ["AdaptedDecoder", "DecoderOptions", "OnnxDecoder"]
 
 log = logging.getLogger(__name__)
-
-#: The manifest's ``extra.attention`` of an export that reads each KV head once
-#: (``flinkai.models.llm_attention.ATTENTION_NAME``; the runtime does not import torch).
-GROUPED_ATTENTION = "flinkai_grouped"
 
 
 @dataclass(frozen=True)
@@ -84,7 +80,7 @@ class OnnxDecoder:
             )
         except Exception as e:  # ORT raises its own Fail/InvalidGraph types
             raise LlmArtifactError(f"{artifacts.decoder_path} does not load: {e}") from e
-        if self.manifest.extra.get("attention") != GROUPED_ATTENTION:
+        if not self.manifest.grouped_attention:
             # Works, but its graph copies every KV head per query head at each step.
             log.warning(
                 "%s was exported before the grouped attention: its decode steps copy the KV; "

@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from flinkai.llm.decoder import GROUPED_ATTENTION
+from flinkai.llm.artifacts import GROUPED_ATTENTION
 
 __all__ = ["ATTENTION_NAME", "grouped_attention"]
 

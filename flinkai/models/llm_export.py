@@ -552,7 +552,7 @@ def export_tiny_llm(
         try:
             existing = load_llm_artifacts(target)
             # Tests read the graph the exporter makes now; re-exporting takes seconds.
-            if existing.manifest.extra.get("attention") == ATTENTION_NAME:
+            if existing.manifest.grouped_attention:
                 return existing
             log.info("tiny export at %s predates the grouped attention; exporting again", target)
         except LlmArtifactError as e:

@@ -267,7 +267,7 @@ def test_an_export_made_before_the_grouped_attention_loads_with_a_warning(
     import logging
     import shutil
 
-    from flinkai.llm.decoder import GROUPED_ATTENTION
+    from flinkai.llm.artifacts import GROUPED_ATTENTION
     from tests.integration.llm import tiny_decoder_dir
 
     folder = tmp_path / "old"
