@@ -85,8 +85,10 @@ def _sweep(row: Row, pool: Sequence[Item], seconds: float, fractions: Sequence[f
     # highest rate that kept up and the lowest one above it that did not.
     for _ in range(refine):
         best = _best(runs)
-        above = [r.rate for r in runs if not r.keeps_up and best and r.rate > best.rate]
-        if best is None or not above:
+        if best is None:
+            break
+        above = [r.rate for r in runs if not r.keeps_up and r.rate > best.rate]
+        if not above:
             break
         at((best.rate + min(above)) / 2)
     return runs

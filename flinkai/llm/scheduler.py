@@ -715,7 +715,8 @@ class Scheduler:
 
     def _prefill_overlapped(self) -> int:
         """Collect the prompt prefilling beside the decode if it is done (or if there is
-        no decode to run meanwhile), then start the next one.
+        no decode to run meanwhile, or ``prefill_first_at`` prompts wait: then the decode
+        waits for it), then start the next one.
 
         The thread prefills a prompt's whole remaining context, in chunks of
         ``step_tokens`` (which bound the attention's memory), without coming back to
