@@ -178,6 +178,7 @@ class CompletionService:
                 overlap_prefill=llm.overlap_prefill,
                 prefill_first_at=llm.prefill_first_at,
                 kv_budget_bytes=llm.kv_budget_bytes,
+                store_thread=llm.store_thread,
                 aging_s=llm.priority_aging_s,
                 max_waiting=llm.max_waiting,
             ),

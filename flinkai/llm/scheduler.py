@@ -42,16 +42,14 @@ loop of :meth:`step` calls (tests, the bench's ``raw`` row) runs the same code.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import functools
 import logging
-import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -60,7 +58,8 @@ from flinkai.llm.batch import BatchForward, KvBatch
 from flinkai.llm.cache import KvCache, ModelShape
 from flinkai.llm.latency import LatencyWindow
 from flinkai.llm.lora import Adapter, AdapterError, check_adapter_name
-from flinkai.llm.prefix import Decoder, PrefixCache
+from flinkai.llm.prefix import Decoder, PrefixCache, Restored
+from flinkai.llm.store_io import PrefixIo, Write, lower_priority
 
 __all__ = [
     "Finished",
@@ -76,21 +75,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 FinishReason = Literal["stop", "length", "error"]
-
-#: Niceness added to the prefill thread (overlap_prefill).
-_PREFILL_NICE = 10
-
-
-def _lower_priority() -> None:
-    """Make the calling thread yield the cores to the decode steps (Linux: niceness +10).
-
-    Prefill and decode share the cores; the decode runs a step that every running
-    sequence waits for, the prefill one prompt's first token. Work is not lost either
-    way: the prefill takes whatever the decode leaves.
-    """
-    # Not Linux, or not allowed: the two run at equal priority.
-    with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _PREFILL_NICE)
 
 
 class SchedulerDecoder(Decoder, BatchForward):
@@ -117,6 +101,9 @@ class SchedulerConfig:
             read of the weights for more rows) come before inter-token latency; at light
             load the decode never waits. 0: never.
         kv_budget_bytes: Bytes of KV (padding included) the worker may hold; 0: none.
+        store_thread: Make the prefix store's writes and lookups on a thread of their
+            own (:mod:`flinkai.llm.store_io`), so a Kafka transaction never stalls the
+            decode steps; off: inline, the deterministic loop tests step by hand.
         aging_s: A waiting request gains one priority level per this many seconds.
         max_waiting: Requests beyond this many waiting are refused (``queue_full``).
         trace_steps: Keep the composition of the last this many steps (0: off).
@@ -128,6 +115,7 @@ class SchedulerConfig:
     overlap_prefill: bool = False
     prefill_first_at: int = 0
     kv_budget_bytes: int = 0
+    store_thread: bool = False
     aging_s: float = 10.0
     max_waiting: int = 100_000
     trace_steps: int = 0
@@ -237,6 +225,8 @@ class SchedulerStats:
     prefill_tokens: int = 0
     #: Steps whose decode waited for the prefill under a backlog (prefill_first_at).
     prefill_first_steps: int = 0
+    #: Time the stepping thread waited for store writes to end (KV budget, store_thread).
+    store_wait_ms: float = 0.0
     #: Decode steps that ran while a prompt prefilled beside them (overlap_prefill).
     overlapped_steps: int = 0
     finished: int = 0
@@ -273,6 +263,7 @@ class _Seq:
         "first_token",
         "generated",
         "last_token",
+        "lookup",
         "lora",
         "preemptions",
         "req",
@@ -291,6 +282,8 @@ class _Seq:
         self.restored = 0
         self.stored_tokens = 0  # context tokens whose full blocks are in the prefix store
         self.restore_pending = False
+        # The prefix store's answer, while the store thread looks it up
+        self.lookup: concurrent.futures.Future[Restored] | None = None
         self.cached_tokens = 0
         self.counted_cache = False
         self.admitted: float | None = None
@@ -315,6 +308,16 @@ class _Seq:
         if len(self.generated) >= self.req.max_new_tokens:
             return "length"
         return None
+
+
+class _Session(NamedTuple):
+    """A finished turn's KV, resident for the session's next turn."""
+
+    ids: tuple[int, ...]  # the token ids its KV covers
+    cache: KvCache
+    stored: int  # how many of those have their full blocks in the store (or queued)
+    tag: str  # the adapter tag it was made under
+    write: Write | None  # its clean-ahead write to the store, if queued
 
 
 class Scheduler:
@@ -346,6 +349,7 @@ class Scheduler:
         self.decoder = decoder
         self.config = config or SchedulerConfig()
         self.prefix = prefix
+        self._io = None if prefix is None else PrefixIo(prefix, self.config.store_thread)
         self.shape: ModelShape = decoder.shape
         self.on_delta = on_delta
         self.clock = clock
@@ -369,9 +373,7 @@ class Scheduler:
         self._trim = False  # the next batch change drops all spare padding (KV budget)
         self._joining: list[_Seq] = []
         self._first_deltas: list[TokenDelta] = []
-        # session -> (token ids its KV covers, the KV, how many of those are in the store,
-        # the adapter tag it was made under)
-        self._sessions: dict[str, tuple[tuple[int, ...], KvCache, int, str]] = {}
+        self._sessions: dict[str, _Session] = {}
         self._finished: dict[str, Finished] = {}
         self._known: set[str] = set()
         self._thread: threading.Thread | None = None
@@ -473,6 +475,8 @@ class Scheduler:
         if self._prefill_pool is not None:
             self._prefill_pool.shutdown(wait=False)
             self._prefill_pool = None
+        if self._io is not None:
+            self._io.close()
 
     def _loop(self) -> None:
         while True:
@@ -564,14 +568,24 @@ class Scheduler:
             self._offload_sessions(functools.partial(self._held_fits, budget))
 
     def _held_fits(self, budget: int) -> bool:
-        return self._held_bytes() <= budget
+        # Without the writes in flight: offloading more would not end them sooner.
+        return self._held_bytes() - self._writing_bytes() <= budget
 
     def _prefill_bytes(self) -> int:
         return sum(x.cache.nbytes for x in self._prefill if x.cache is not None)
 
     def _held_bytes(self) -> int:
-        """KV the worker holds now: the batch, prompts mid-prefill, resident sessions."""
-        return self._batch.nbytes + self._prefill_bytes() + self._session_bytes()
+        """KV the worker holds now: the batch, prompts mid-prefill, resident sessions,
+        writes to the store not yet ended."""
+        return (
+            self._batch.nbytes
+            + self._prefill_bytes()
+            + self._session_bytes()
+            + self._writing_bytes()
+        )
+
+    def _writing_bytes(self) -> int:
+        return 0 if self._io is None else self._io.pending_bytes
 
     def _take_cache(self, seq: _Seq) -> KvCache:
         cache = seq.cache
@@ -593,6 +607,14 @@ class Scheduler:
                     self._running or self._prefill
                 ):
                     break  # wait for room; an empty worker admits anything that fits alone
+            if (
+                cfg.kv_budget_bytes
+                and self._writing_bytes()
+                and self._admission_bytes(seq) + self._writing_bytes() > cfg.kv_budget_bytes
+            ):
+                if self._running or self._prefill:
+                    break  # the KV being written is freed when its write ends
+                self._drain()
             self._pop(seq)
             if seq.admitted is None:
                 seq.admitted = now
@@ -627,7 +649,7 @@ class Scheduler:
             return
         seq.lora = latest
         seq.cache, seq.covered, seq.restored, seq.stored_tokens = None, 0, 0, 0
-        seq.restore_pending, seq.counted_cache = True, False
+        seq.restore_pending, seq.counted_cache, seq.lookup = True, False, None
         self.stats.adapter_repins += 1
 
     def _peek(self, now: float) -> _Seq | None:
@@ -661,32 +683,41 @@ class Scheduler:
         ]
         rows, width = len(lengths), self._batch.width_after(lengths) + 1
         own = self._sessions.get(seq.req.session or "")
-        if own is not None and own[3] != seq.tag:
+        if own is not None and own.tag != seq.tag:
             own = None
         # The turn's own resident session becomes its KV in the batch: not counted twice.
         return (
             self._batch.nbytes_if(rows, width)
             + self._session_bytes()
-            - (own[1].nbytes if own is not None else 0)
+            - (own.cache.nbytes if own is not None else 0)
         )
 
     def _session_bytes(self) -> int:
-        return sum(c.nbytes for _, c, _, _ in self._sessions.values())
+        return sum(x.cache.nbytes for x in self._sessions.values())
 
     def _restore(self, seq: _Seq) -> None:
-        """Start the sequence's KV: a resident session turn, else the prefix store."""
-        context = seq.context
-        past: KvCache | None = None
-        stored = 0
+        """Start the sequence's KV: a resident session turn, else ask the prefix store
+        (the answer lands in ``seq.lookup``)."""
         session = seq.req.session
         if session is not None and session in self._sessions:
-            ids, cache, in_store, tag = self._sessions[session]
-            if tag == seq.tag and len(ids) <= len(context) and tuple(context[: len(ids)]) == ids:
-                past, stored = cache, in_store
+            own = self._sessions[session]
+            context = seq.context
+            n = len(own.ids)
+            if own.tag == seq.tag and n <= len(context) and tuple(context[:n]) == own.ids:
                 del self._sessions[session]
-        if past is None and self.prefix is not None:
-            past = self.prefix.lookup(context, seq.tag).past
-            stored = 0 if past is None else past.seq_len
+                if self._io is not None:
+                    self._io.hold(own.write)  # the batch gets a copy; the write keeps this
+                self._restored(seq, own.cache, own.stored)
+                return
+        if self._io is not None:
+            seq.lookup = self._io.lookup(seq.context, seq.tag)
+            return
+        self._restored(seq, None, 0)
+
+    def _restored(self, seq: _Seq, past: KvCache | None, stored: int) -> None:
+        """Start from ``past`` (None: from scratch), ``stored`` of whose tokens are in
+        the store."""
+        context = seq.context
         covered = 0 if past is None else past.seq_len
         seq.stored_tokens = min(stored, covered)
         if past is not None and covered >= len(context):
@@ -742,7 +773,7 @@ class Scheduler:
             seq, ids = got
             if self._prefill_pool is None:
                 self._prefill_pool = concurrent.futures.ThreadPoolExecutor(
-                    1, thread_name_prefix="flinkai-llm-prefill", initializer=_lower_priority
+                    1, thread_name_prefix="flinkai-llm-prefill", initializer=lower_priority
                 )
             future = self._prefill_pool.submit(
                 self._forward_chunks, seq, ids, self.config.step_tokens
@@ -770,6 +801,12 @@ class Scheduler:
                 # beside another with the same prefix then finds the blocks it published.
                 seq.restore_pending = False
                 self._restore(seq)
+            if seq.lookup is not None:
+                if not seq.lookup.done() and self._running:
+                    return None  # the decode goes on; a later step takes the answer
+                past = seq.lookup.result().past  # never raises: a store error is a miss
+                seq.lookup = None
+                self._restored(seq, past, 0 if past is None else past.seq_len)
             if seq.lora is not None and seq.covered == seq.restored and not seq.preemptions:
                 wall = self.wall()
                 self.stats.adapter_first_use.setdefault(seq.lora.tag, wall)
@@ -804,11 +841,11 @@ class Scheduler:
             self._joining.append(seq)
 
     def _publish(self, context: Sequence[int], cache: KvCache, seq: _Seq) -> None:
-        if self.prefix is not None:
+        if self._io is not None:
             # From the first block the store lacks: those restored from it are there; a
             # resident session's last turn may not be.
-            self.prefix.publish(
-                context, cache, seq.stored_tokens // self.prefix.block_tokens, seq.tag
+            self._io.write(
+                context, cache, seq.stored_tokens // self._io.prefix.block_tokens, seq.tag
             )
             seq.stored_tokens = len(context)
 
@@ -870,12 +907,24 @@ class Scheduler:
         self._done.append(done)
 
     def _keep_session(self, seq: _Seq, cache: KvCache) -> None:
-        """Keep a finished turn's KV for the session's next turn (resident; offloaded later)."""
+        """Keep a finished turn's KV for the session's next turn (resident; offloaded later).
+
+        With a budget and the store's thread, its blocks are written at once, beside the
+        decode steps, so offloading it later under pressure writes nothing.
+        """
         session = seq.req.session
         assert session is not None
         ids = tuple(seq.context[: cache.seq_len])
-        self._sessions.pop(session, None)
-        self._sessions[session] = (ids, cache, min(seq.stored_tokens, len(ids)), seq.tag)
+        old = self._sessions.pop(session, None)
+        stored, write = min(seq.stored_tokens, len(ids)), None
+        if self._io is not None:
+            if old is not None:
+                self._io.hold(old.write)
+            if self._io.threaded and self.config.kv_budget_bytes:
+                bt = self._io.prefix.block_tokens
+                write = self._io.write(ids, cache, stored // bt, seq.tag, held=False)
+                stored = max(stored, len(ids) // bt * bt)
+        self._sessions[session] = _Session(ids, cache, stored, seq.tag, write)
 
     def _offload_sessions(self, fits: Callable[[], bool], keep: str | None = None) -> None:
         """Move resident sessions' KV to the store (without one: recomputed later) until
@@ -898,10 +947,12 @@ class Scheduler:
             key=lambda s: (s in next_use, -next_use.get(s, 0.0)),
         )
         for session in order:
-            ids, cache, stored, tag = self._sessions.pop(session)
-            if self.prefix is not None:
+            own = self._sessions.pop(session)
+            if self._io is not None:
+                self._io.hold(own.write)  # written ahead: counted until its write ends
                 # Only the blocks the store lacks: the turn's prompt blocks are there.
-                self.prefix.publish(ids, cache, stored // self.prefix.block_tokens, tag)
+                bt = self._io.prefix.block_tokens
+                self._io.write(own.ids, own.cache, own.stored // bt, own.tag)
             self.stats.session_offloads += 1
             if fits():
                 return
@@ -927,11 +978,19 @@ class Scheduler:
 
         if need() > budget and need(trim=True) <= budget:
             self._trim = True  # dropping the spare padding is enough
-            return
-        self._offload_sessions(lambda: need(trim=True) <= budget)
-        while need(trim=True) > budget and len(self._running) + len(self._joining) > 1:
-            self._preempt(self._victim())
-        self._trim = need() > budget
+        else:
+            self._offload_sessions(lambda: need(trim=True) <= budget)
+            while need(trim=True) > budget and len(self._running) + len(self._joining) > 1:
+                self._preempt(self._victim())
+            self._trim = need() > budget
+        if need(self._trim) + self._writing_bytes() > budget:
+            self._drain()  # the step's KV fits once the writes of what left have ended
+
+    def _drain(self) -> None:
+        if self._io is not None:
+            started = self.clock()
+            self._io.drain()
+            self.stats.store_wait_ms += (self.clock() - started) * 1000.0
 
     def _victim(self) -> _Seq:
         candidates = [*self._running.values(), *self._joining]
@@ -946,9 +1005,9 @@ class Scheduler:
         else:
             self._joining.remove(seq)
             cache = self._take_cache(seq)
-        if self.prefix is not None:
+        if self._io is not None:
             # The blocks go to the store; resuming restores them and recomputes the tail.
-            self.prefix.publish(seq.context[: cache.seq_len], cache, namespace=seq.tag)
+            self._io.write(seq.context[: cache.seq_len], cache, namespace=seq.tag)
         seq.cache, seq.covered = None, 0
         seq.preemptions += 1
         self.stats.preemptions += 1
