@@ -238,9 +238,12 @@ def ingest(
         workers = python_workers()
 
         def paced() -> None:
-            for record in stream:
+            # Paced against the clock, so each send's own round trip (a new producer)
+            # does not slow the stream below RATE.
+            t0 = time.monotonic()
+            for i, record in enumerate(stream):
                 send(bootstrap, topics[0], [record])
-                time.sleep(1 / RATE)
+                time.sleep(max(0.0, t0 + (i + 1) / RATE - time.monotonic()))
 
         producer = threading.Thread(target=paced, daemon=True)
         producer.start()
