@@ -249,21 +249,32 @@ class StreamingJob(EmbedJob):
     script: Path = JOB
 
     def produce_paced(
-        self, events: list[bytes], per_second: float, lock: threading.Lock | None = None
+        self,
+        events: list[bytes],
+        per_second: float,
+        lock: threading.Lock | None = None,
+        on_clock: bool = False,
     ) -> threading.Thread:
         """Produce in the background in small chunks at about ``per_second``.
 
         Each chunk is sent holding ``lock`` (if given), so a test that holds it
-        pauses the input between two chunks.
+        pauses the input between two chunks. By default each chunk's send (about
+        0.12 s) adds to the sleep, so the stream runs slower than ``per_second``;
+        the kill windows of most callers were tuned to that. ``on_clock`` sleeps to
+        each chunk's time on the clock instead, so the stream runs at ``per_second``.
         """
         chunk = max(1, int(per_second / 5))
         gate = lock if lock is not None else threading.Lock()
 
         def run() -> None:
+            t0 = time.monotonic()
             for i in range(0, len(events), chunk):
                 with gate:
                     produce(self.bootstrap, self.topics[0], events[i : i + chunk])
-                time.sleep(chunk / per_second)
+                if on_clock:
+                    time.sleep(max(0.0, t0 + (i + chunk) / per_second - time.monotonic()))
+                else:
+                    time.sleep(chunk / per_second)
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()

@@ -58,7 +58,9 @@ def test_sigkill_python_worker_mid_stream(
         workers = python_workers()
         in_process = loopback_workers_here() - loopback_before
         restarts_before = api.restarts(job.job_id)
-        producer = job.produce_paced(events[WARM:], per_second=RATE)
+        # On the clock (19 s): the kill, a checkpoint and half an interval after WARM + 10
+        # commits, still comes while the stream runs (about 8 s of it left in two runs).
+        producer = job.produce_paced(events[WARM:], per_second=RATE, on_clock=True)
         assert job.wait_for(lambda n: n >= WARM + 10, timeout_s=60) >= WARM + 10
         between_checkpoints(api, job.job_id, interval_s)
         killed_at_ms = time.time() * 1000
