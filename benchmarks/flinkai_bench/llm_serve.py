@@ -24,7 +24,9 @@ Then **bursts** of 64, 256 and 1,024 prompts go to the job at once, with its def
 checkpoint settings: drain time, tokens/s, the longest checkpoint during the burst
 (Flink's REST API), restarts and identity. The **memory** workload runs multi-turn
 sessions through the raw service twice: every session's KV resident (no budget), and a
-KV budget with offload to the Kafka snapshot store.
+KV budget with offload to the Kafka snapshot store; once with a think time between a
+turn's answer and the session's next turn (the summary's ``offload_*``), once with every
+turn queued at once (``offload_closed_*``).
 
 Identity: every completion's tokens are compared with single-sequence greedy (per-row
 outputs, or :func:`~flinkai.llm.compare.greedy_with_margins`); a difference is
@@ -152,7 +154,7 @@ def _handle(args: argparse.Namespace) -> int:
                    "fractions": fractions, "refine": args.refine, "seed": args.seed, "llm": {
                        k: getattr(config.llm, k) for k in
                        ("max_running", "step_tokens", "overlap_prefill", "prefill_first_at",
-                        "kv_budget_bytes", "poll_ms", "store")}},
+                        "kv_budget_bytes", "store_thread", "poll_ms", "store")}},
         "single_step_ms": round(step_ms, 2),
         "median_past": median_past,
         "rows": {},
@@ -228,9 +230,12 @@ def summarize(
         "job_tok_s_at_itl_slo": round(max(r.tok_s for r in slo_ok), 1) if slo_ok else None,
         "single_step_ms": round(step_ms, 2),
         "identical": (result.get("job_identity") or {}).get("identical"),
-        "offload_peak_kv_ratio": memory.get("peak_kv_ratio"),
+        "offload_peak_kv_ratio": memory.get("kv_ratio"),
         "offload_tok_s_ratio": memory.get("tok_s_ratio"),
-        "offload_peak_rss_ratio": memory.get("peak_rss_ratio"),
+        "offload_peak_rss_ratio": memory.get("rss_ratio"),
+        "offload_think_s": memory.get("think_s"),
+        "offload_closed_peak_kv_ratio": (memory.get("closed") or {}).get("kv_ratio"),
+        "offload_closed_tok_s_ratio": (memory.get("closed") or {}).get("tok_s_ratio"),
         "burst_restarts": max((b["restarts"] for b in bursts_), default=None),
         "burst_checkpoint_max_ms": max(
             (b["checkpoint_max_ms"] for b in bursts_ if b["checkpoint_max_ms"] is not None),
@@ -274,6 +279,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--budget-fraction", type=float, default=0.69,
                         help="memory workload's KV budget, as a fraction of the all-resident "
                         "peak (0.69: the design's -31%%)")  # fmt: skip
+    parser.add_argument("--think-s", type=float, default=5.0,
+                        help="memory workload: seconds between a turn's answer and the "
+                        "session's next turn (5)")  # fmt: skip
+    parser.add_argument("--small-cache-mb", type=float, default=64.0,
+                        help="memory workload: one more offload run with the store's decoded "
+                        "cache cut to this many MiB, so offloaded KV leaves the process "
+                        "(64; 0: skip)")  # fmt: skip
     parser.add_argument("--bursts", default=",".join(str(b) for b in BURSTS),
                         help="burst sizes sent at once to the job (64,256,1024)")  # fmt: skip
     parser.add_argument("--no-bursts", action="store_true", help="skip the burst rows")

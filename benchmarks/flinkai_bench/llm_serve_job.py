@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from flinkai_bench.llm_serve_rows import Item, Record, Row
 
 REPO = Path(__file__).resolve().parents[2]
@@ -246,8 +248,15 @@ def bursts(
     return out
 
 
-def _memory_run(conn: Any, encoded: str, texts: list[list[str]], bootstrap: str) -> None:
-    """One memory variant in a fresh process (its RSS is its own)."""
+def _memory_run(conn: Any, encoded: str, texts: list[list[str]], bootstrap: str,
+                think_s: float | None) -> None:  # fmt: skip
+    """One memory variant in a fresh process (its RSS is its own).
+
+    ``think_s`` None: every turn is queued at once (a session's turns still run in
+    order). Else a session's next turn comes ``think_s`` after its previous one
+    finished, as a user reads the answer and types; the sessions start spread over
+    one think time.
+    """
     from flinkai.functions.llm import build_store, load_prompt_model
     from flinkai.functions.llm_service import CompletionService, Pending
     from flinkai.runtime.environment import decode_config
@@ -261,37 +270,62 @@ def _memory_run(conn: Any, encoded: str, texts: list[list[str]], bootstrap: str)
     store = build_store(config)
     service = CompletionService(config, model, store)
     service.start()
+    sessions = len(texts)
+    total = sum(len(t) for t in texts)
+    due = [0.0 if think_s is None else s * think_s / sessions for s in range(sessions)]
+    turn = [0] * sessions
+    busy = [False] * sessions
+    ttft: list[float] = []
+    e2e: list[float] = []
+    cached = 0
     started = time.monotonic()
-    n = 0
+    n = done = 0
     with RssSampler() as rss:
-        for s, turns in enumerate(texts):
-            for t, text in enumerate(turns):
-                n += 1
-                payload = json.dumps({"id": f"s{s}t{t}", "prompt": text, "session": f"s{s}"})
-                pending = service.accept(payload.encode(), 0, n)
-                assert isinstance(pending, Pending), pending
-                assert service.hold(pending) is None
-        done = 0
-        while done < n:
-            got = service.finished()
-            for o in got:
+        while done < total:
+            now = time.monotonic() - started
+            for s in range(sessions):
+                while turn[s] < len(texts[s]) and not busy[s] and now >= due[s]:
+                    n += 1
+                    payload = json.dumps(
+                        {"id": f"s{s}t{turn[s]}", "prompt": texts[s][turn[s]], "session": f"s{s}"}
+                    )
+                    pending = service.accept(payload.encode(), 0, n)
+                    assert isinstance(pending, Pending), pending
+                    assert service.hold(pending) is None
+                    turn[s] += 1
+                    busy[s] = think_s is not None
+            for o in service.finished():
                 assert o.row[10] is None, o.row
-            done += len(got)
+                ttft.append(o.row[5])
+                e2e.append(o.row[7])
+                cached += o.row[4]
+                s = int(str(o.row[0])[1:].split("t")[0])
+                busy[s] = False
+                due[s] = time.monotonic() - started + (think_s or 0.0)
+                done += 1
             time.sleep(0.01)
     seconds = time.monotonic() - started
     stats = service.scheduler.stats
     prefix = service.scheduler.prefix
     prefix_hits = prefix.stats.hits if prefix is not None else 0
     service.close()
+
+    def pct(values: list[float], q: float) -> float:
+        return round(float(np.percentile(values, q)), 1)
+
     conn.send({
         "seconds": round(seconds, 2),
         "tokens": stats.generated_tokens,
         "tok_s": round(stats.generated_tokens / seconds, 1),
+        "ttft_ms": {"p50": pct(ttft, 50), "p99": pct(ttft, 99)},
+        "e2e_ms": {"p50": pct(e2e, 50), "p99": pct(e2e, 99)},
+        "cached_prompt_tokens": cached,
         "peak_kv_bytes": stats.peak_kv_bytes,
         "peak_rss_mb": round(rss.peak_bytes / 2**20, 1),
         "base_rss_mb": round(base_rss.peak_bytes / 2**20, 1),
         "preemptions": stats.preemptions,
         "session_offloads": stats.session_offloads,
+        "store_wait_ms": round(stats.store_wait_ms, 1),
         "prefix_hits": prefix_hits,
     })  # fmt: skip
     conn.close()
@@ -299,38 +333,84 @@ def _memory_run(conn: Any, encoded: str, texts: list[list[str]], bootstrap: str)
 
 def memory_workload(bootstrap: str, config: Any, model: Any, pool: Sequence[Item], args: Any,
                     log: Callable[[str], None]) -> dict[str, Any]:  # fmt: skip
-    """Multi-turn sessions: every session's KV resident, then a budget with Kafka offload."""
+    """Multi-turn sessions: every session's KV resident, then a budget with Kafka offload.
+
+    Two arrival patterns: **paced** (a think time between a turn's answer and the
+    session's next turn: the sessions a budget can offload are the idle ones; the
+    figures the summary reports) and **closed** (every turn queued at once: no session
+    is idle for long, so the budget shrinks the batch instead). Paced also runs with
+    the store's decoded cache cut (``--small-cache-mb``: offloaded KV then leaves the
+    process, restores read Kafka) and, as a control, with the budget and an in-process
+    store (no broker sharing the cores).
+    """
     followups = ["Say it in other words.", "Why does it matter?", "Who is involved?",
                  "What happens next?", "Give it a headline."]  # fmt: skip
     texts = [[pool[s % len(pool)].text, *followups[: args.turns - 1]] for s in range(args.sessions)]
     ctx = multiprocessing.get_context("spawn")
+    from flinkai.runtime.environment import encode_config
 
-    def run(cfg: Any) -> dict[str, Any]:
+    def run(cfg: Any, think_s: float | None) -> dict[str, Any]:
         parent, child = ctx.Pipe(duplex=False)
-        from flinkai.runtime.environment import encode_config
-
-        proc = ctx.Process(target=_memory_run, args=(child, encode_config(cfg), texts, bootstrap))
+        proc = ctx.Process(
+            target=_memory_run, args=(child, encode_config(cfg), texts, bootstrap, think_s)
+        )
         proc.start()
         result = parent.recv()
         proc.join(60)
         return result
 
-    resident = run(config.with_overrides(llm={"kv_budget_bytes": 0, "store": "none"}))
-    log(f"memory, all resident: {resident}")
-    budget = int(resident["peak_kv_bytes"] * args.budget_fraction)
-    offload = run(config.with_overrides(
-        llm={"kv_budget_bytes": budget, "store": "kafka",
-             "topic": f"llm-bench-kv-{uuid.uuid4().hex[:6]}"},
-        kafka={"bootstrap_servers": bootstrap},
-    ))  # fmt: skip
-    log(f"memory, budget {budget} with Kafka offload: {offload}")
-    return {
-        "sessions": args.sessions,
-        "turns": args.turns,
-        "budget_bytes": budget,
-        "resident": resident,
-        "offload": offload,
-        "peak_kv_ratio": round(offload["peak_kv_bytes"] / resident["peak_kv_bytes"], 3),
-        "tok_s_ratio": round(offload["tok_s"] / resident["tok_s"], 3),
-        "peak_rss_ratio": round(offload["peak_rss_mb"] / resident["peak_rss_mb"], 3),
-    }
+    def row(workload: str, variant: str, r: dict[str, Any], base: dict[str, Any] | None,
+            cache_mb: float | None) -> dict[str, Any]:  # fmt: skip
+        out = {
+            "workload": workload, "variant": variant, "cache_mb": cache_mb,
+            "seconds": r["seconds"], "tok_s": r["tok_s"],
+            "ttft_p50_ms": r["ttft_ms"]["p50"], "ttft_p99_ms": r["ttft_ms"]["p99"],
+            "e2e_p50_ms": r["e2e_ms"]["p50"], "peak_kv_mb": round(r["peak_kv_bytes"] / 2**20, 1),
+            "peak_rss_mb": r["peak_rss_mb"], "offloads": r["session_offloads"],
+            "store_wait_ms": r["store_wait_ms"],
+        }  # fmt: skip
+        if base is not None:
+            out["kv_ratio"] = round(r["peak_kv_bytes"] / base["peak_kv_bytes"], 3)
+            out["tok_s_ratio"] = round(r["tok_s"] / base["tok_s"], 3)
+            out["rss_ratio"] = round(r["peak_rss_mb"] / base["peak_rss_mb"], 3)
+        return out
+
+    def offload_config(budget: int, cache_mb: float | None) -> Any:
+        llm: dict[str, Any] = {"kv_budget_bytes": budget, "store": "kafka",
+                               "topic": f"llm-bench-kv-{uuid.uuid4().hex[:6]}"}  # fmt: skip
+        if cache_mb is not None:
+            llm["cache_max_bytes"] = int(cache_mb * 2**20)
+        return config.with_overrides(llm=llm, kafka={"bootstrap_servers": bootstrap})
+
+    rows: list[dict[str, Any]] = []
+    out: dict[str, Any] = {"sessions": args.sessions, "turns": args.turns, "runs": rows}
+    default_mb = round(config.llm.cache_max_bytes / 2**20, 1)
+    for workload, think_s in ((f"paced, {args.think_s:g} s think", args.think_s),
+                              ("closed", None)):  # fmt: skip
+        resident = run(config.with_overrides(llm={"kv_budget_bytes": 0, "store": "none"}), think_s)
+        log(f"memory {workload}, all resident: {resident}")
+        rows.append(row(workload, "all resident", resident, None, None))
+        budget = int(resident["peak_kv_bytes"] * args.budget_fraction)
+        offload = run(offload_config(budget, None), think_s)
+        log(f"memory {workload}, budget {budget} with Kafka offload: {offload}")
+        offload_row = row(workload, "budget + offload", offload, resident, default_mb)
+        rows.append(offload_row)
+        ratios = {k: offload_row[k] for k in ("kv_ratio", "tok_s_ratio", "rss_ratio")}
+        if think_s is None:
+            out["closed"] = {"budget_bytes": budget, **ratios}
+            continue
+        # the summary's figures
+        out |= {"think_s": think_s, "budget_bytes": budget, "resident": resident,
+                "offload": offload, **ratios}  # fmt: skip
+        if args.small_cache_mb:
+            small = run(offload_config(budget, args.small_cache_mb), think_s)
+            log(f"memory {workload}, budget {budget}, store cache {args.small_cache_mb:g} MiB: "
+                f"{small}")  # fmt: skip
+            rows.append(row(workload, "budget + offload", small, resident, args.small_cache_mb))
+        # The control: the same budget with the store in this process (no memory saved,
+        # no broker on the cores): what the budget's scheduling alone costs.
+        control = run(config.with_overrides(llm={"kv_budget_bytes": budget, "store": "memory"}),
+                      think_s)  # fmt: skip
+        log(f"memory {workload}, budget {budget}, in-process store: {control}")
+        rows.append(row(workload, "budget + in-process store", control, resident, None))
+    return out

@@ -274,6 +274,26 @@ TABLES: dict[str, TableSpec] = {
         "`2026-12-06-2vcpu/llm-serve-stop46.json`; the run before prefill-first under a "
         "backlog and the stricter max-rate judge: `llm-serve-stop50.json`.",
     ),
+    "llm-serve-memory": TableSpec(
+        source=f"{_D6}/llm-serve.json",
+        rows="memory.runs",
+        columns=(
+            col("sessions", "workload"),
+            col("run", "variant"),
+            col("store cache MiB", "cache_mb", ",.0f", missing=""),
+            col("s", "seconds", ",.1f"),
+            col("tok/s", "tok_s", ",.1f"),
+            col("/ resident", "tok_s_ratio", ".3f", missing=""),
+            col("TTFT p50 ms", "ttft_p50_ms", ",.0f"),
+            col("e2e p50 ms", "e2e_p50_ms", ",.0f"),
+            col("peak KV MiB", "peak_kv_mb", ",.1f"),
+            col("/ resident", "kv_ratio", ".3f", missing=""),
+            col("peak RSS MiB", "peak_rss_mb", ",.0f"),
+            col("offloads", "offloads", "d"),
+        ),
+        note="The memory workload: 24 sessions of 4 turns through the raw scheduler, each "
+        "variant in a fresh process; budget = 0.69 x the resident run's peak KV.",
+    ),
     "lora": TableSpec(
         source=f"{_D6}/lora.json",
         rows="",

@@ -472,8 +472,6 @@ class LlmConfig:
             A prompt whose KV can never fit is dead-lettered (``kv_budget_exceeded``).
         store_thread: Write and look up prefix blocks on a thread beside the decode
             steps, so a store call (a Kafka transaction) never stalls running sequences.
-        switch_interval_ms: The Python worker's GIL switch interval
-            (``sys.setswitchinterval``) once the scheduler runs; 0: Python's (5 ms).
         priority_aging_s: A waiting prompt gains one priority level per this many seconds.
         max_waiting: Prompts a worker holds in state, waiting or running; more are
             dead-lettered as ``queue_full`` (counted), never dropped.
@@ -511,7 +509,6 @@ class LlmConfig:
     prefill_first_at: int = 5
     kv_budget_bytes: int = 256 * 1024 * 1024
     store_thread: bool = True
-    switch_interval_ms: float = 0.0
     priority_aging_s: float = 10.0
     max_waiting: int = 100_000
     max_waiting_bytes: int = 256 * 1024 * 1024

@@ -34,7 +34,6 @@ Output columns: :data:`~flinkai.functions.llm_service.OUTPUT_FIELDS`; a row with
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -159,8 +158,6 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
                 on_deltas=self._deltas.send if self._deltas is not None else None,
                 adapters=self._adapters,
             )
-            if llm.switch_interval_ms > 0:
-                sys.setswitchinterval(llm.switch_interval_ms / 1000.0)
             self._service.start()
             self._poll_ms = llm.poll_ms
             self._entries: dict[str, set[str]] = {}  # bucket -> entries held
