@@ -6,9 +6,11 @@ which the thread serves its queue is visible.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
+from collections.abc import Iterator
 
 from flinkai.llm.generate import decode_greedy
 from flinkai.llm.prefix import PrefixCache
@@ -52,13 +54,24 @@ def _wait(cond, timeout_s: float = 10.0) -> bool:  # type: ignore[no-untyped-def
     return False
 
 
-def test_a_lookup_waits_for_the_writes_of_its_blocks_and_passes_the_others() -> None:
-    decoder = AttentionDecoder(1)
+@contextlib.contextmanager
+def gated_io(
+    seed: int, threaded: bool = True
+) -> Iterator[tuple[AttentionDecoder, GatedStore, PrefixIo]]:
+    decoder = AttentionDecoder(seed)
     store = GatedStore()
-    io = PrefixIo(PrefixCache.for_decoder(decoder, store, block_tokens=B), threaded=True)
+    io = PrefixIo(PrefixCache.for_decoder(decoder, store, block_tokens=B), threaded=threaded)
+    try:
+        yield decoder, store, io
+    finally:
+        store.gate.set()
+        io.close()
+
+
+def test_a_lookup_waits_for_the_writes_of_its_blocks_and_passes_the_others() -> None:
     rng = random.Random(1)
     a, b, c = ([rng.randrange(97) for _ in range(3 * B)] for _ in range(3))
-    try:
+    with gated_io(1) as (decoder, store, io):
         store.gate.clear()
         io.write(a, _cache(decoder, a))  # in progress, held at the gate
         assert _wait(lambda: store.calls == ["put"])
@@ -75,18 +88,12 @@ def test_a_lookup_waits_for_the_writes_of_its_blocks_and_passes_the_others() -> 
         assert store.calls == ["put", "get", "put", "get"]
         io.drain()
         assert io.pending_bytes == 0
-    finally:
-        store.gate.set()
-        io.close()
 
 
 def test_a_clean_ahead_write_counts_only_once_its_kv_is_dropped() -> None:
-    decoder = AttentionDecoder(2)
-    store = GatedStore()
-    io = PrefixIo(PrefixCache.for_decoder(decoder, store, block_tokens=B), threaded=True)
     ids = list(range(10, 10 + 2 * B))
-    cache = _cache(decoder, ids)
-    try:
+    with gated_io(2) as (decoder, store, io):
+        cache = _cache(decoder, ids)
         store.gate.clear()
         w = io.write(ids, cache, held=False)
         assert w is not None and io.pending_bytes == 0  # the caller still counts the KV
@@ -101,20 +108,14 @@ def test_a_clean_ahead_write_counts_only_once_its_kv_is_dropped() -> None:
         assert io.pending_bytes == 0
         # Nothing left to write (the blocks from 2 on do not exist): no queued write.
         assert io.write(ids, cache, first_block=2) is None
-    finally:
-        store.gate.set()
-        io.close()
 
 
 def test_inline_io_writes_and_reads_on_the_callers_thread() -> None:
-    decoder = AttentionDecoder(3)
-    store = GatedStore()
-    io = PrefixIo(PrefixCache.for_decoder(decoder, store, block_tokens=B), threaded=False)
     ids = list(range(20, 20 + 2 * B))
-    assert io.write(ids, _cache(decoder, ids)) is None and store.calls == ["put"]
-    found = io.lookup([*ids, 1])
-    assert found.done() and found.result().cached_tokens == 2 * B
-    io.close()
+    with gated_io(3, threaded=False) as (decoder, store, io):
+        assert io.write(ids, _cache(decoder, ids)) is None and store.calls == ["put"]
+        found = io.lookup([*ids, 1])
+        assert found.done() and found.result().cached_tokens == 2 * B
 
 
 def test_sessions_offloaded_under_a_budget_were_written_ahead() -> None:
