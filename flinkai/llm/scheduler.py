@@ -42,8 +42,10 @@ loop of :meth:`step` calls (tests, the bench's ``raw`` row) runs the same code.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import functools
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -59,7 +61,7 @@ from flinkai.llm.cache import KvCache, ModelShape
 from flinkai.llm.latency import LatencyWindow
 from flinkai.llm.lora import Adapter, AdapterError, check_adapter_name
 from flinkai.llm.prefix import Decoder, PrefixCache, Restored
-from flinkai.llm.store_io import PrefixIo, Write, lower_priority
+from flinkai.llm.store_io import PrefixIo, Write
 
 __all__ = [
     "Finished",
@@ -75,6 +77,21 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 FinishReason = Literal["stop", "length", "error"]
+
+#: Niceness added to the prefill thread (overlap_prefill).
+_PREFILL_NICE = 10
+
+
+def _lower_priority() -> None:
+    """Make the calling thread yield the cores to the decode steps (Linux: niceness +10).
+
+    Prefill and decode share the cores; the decode runs a step that every running
+    sequence waits for, the prefill one prompt's first token. Work is not lost either
+    way: the prefill takes whatever the decode leaves.
+    """
+    # Not Linux, or not allowed: the two run at equal priority.
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _PREFILL_NICE)
 
 
 class SchedulerDecoder(Decoder, BatchForward):
@@ -773,7 +790,7 @@ class Scheduler:
             seq, ids = got
             if self._prefill_pool is None:
                 self._prefill_pool = concurrent.futures.ThreadPoolExecutor(
-                    1, thread_name_prefix="flinkai-llm-prefill", initializer=lower_priority
+                    1, thread_name_prefix="flinkai-llm-prefill", initializer=_lower_priority
                 )
             future = self._prefill_pool.submit(
                 self._forward_chunks, seq, ids, self.config.step_tokens

@@ -27,10 +27,8 @@ deterministic mode unit tests step by hand.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import functools
 import logging
-import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,24 +37,9 @@ from typing import Any
 from flinkai.llm.cache import KvCache
 from flinkai.llm.prefix import PrefixCache, Restored, block_hashes
 
-__all__ = ["BACKGROUND_NICE", "PrefixIo", "Write", "lower_priority"]
+__all__ = ["PrefixIo", "Write"]
 
 log = logging.getLogger(__name__)
-
-#: Niceness added to the prefill thread (overlap_prefill).
-BACKGROUND_NICE = 10
-
-
-def lower_priority() -> None:
-    """Make the calling thread yield the cores to the decode steps (Linux: niceness +10).
-
-    Prefill and decode share the cores; the decode runs a step that every running
-    sequence waits for, the prefill one prompt's first token. Work is not lost either
-    way: the prefill takes whatever the decode leaves.
-    """
-    # Not Linux, or not allowed: the two run at equal priority.
-    with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
 
 
 @dataclass(eq=False)
