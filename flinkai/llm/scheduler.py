@@ -113,10 +113,11 @@ class SchedulerConfig:
             after it. Off: the plain, deterministic loop (one chunk budget per step,
             then the decode).
         prefill_first_at: With ``overlap_prefill``, once this many prompts wait for
-            their prefill (the one in flight included), the decode step waits for the
-            prefill instead of running beside it. Under a backlog, fuller batches (one
-            read of the weights for more rows) come before inter-token latency; at light
-            load the decode never waits. 0: never.
+            their prefill (the one in flight included), each decode step first waits for
+            the prefill, for at most the last decode step's duration. Under a backlog the
+            prefill then has the cores about half the time, so batches fill (one read of
+            the weights for more rows) while tokens keep coming at about half their
+            pace; at light load the decode never waits. 0: never.
         kv_budget_bytes: Bytes of KV (padding included) the worker may hold; 0: none.
         store_thread: Make the prefix store's writes and lookups on a thread of their
             own (:mod:`flinkai.llm.store_io`), so a Kafka transaction never stalls the
@@ -402,6 +403,7 @@ class Scheduler:
             tuple[concurrent.futures.Future[tuple[np.ndarray, KvCache]], _Seq, list[int]] | None
         ) = None
         self._prefill_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._decode_s = 0.0  # the last decode step's duration: the backlog's wait slice
 
     # -- the caller's side (any thread) ----------------------------------------------
 
@@ -763,8 +765,9 @@ class Scheduler:
 
     def _prefill_overlapped(self) -> int:
         """Collect the prompt prefilling beside the decode if it is done (or if there is
-        no decode to run meanwhile, or ``prefill_first_at`` prompts wait: then the decode
-        waits for it), then start the next one.
+        no decode to run meanwhile: then the decode waits for it; or, once
+        ``prefill_first_at`` prompts wait, if it ends within one decode step's time),
+        then start the next one.
 
         The thread prefills a prompt's whole remaining context, in chunks of
         ``step_tokens`` (which bound the attention's memory), without coming back to
@@ -778,9 +781,13 @@ class Scheduler:
                 at = self.config.prefill_first_at
                 if not at or len(self._prefill) < at:
                     return 0  # the decode goes on; the prompt is collected at a later step
-                # A backlog: the decode waits, so the prefill has the cores and the
-                # batch fills; the bench's raw row measures the trade (docs/llm.md).
+                # A backlog: the decode waits, so the prefill has the cores and the batch
+                # fills. For one decode step's time at most: waiting out a whole prompt
+                # (up to about a second) stalled every running sequence for that long.
                 self.stats.prefill_first_steps += 1
+                concurrent.futures.wait([future], timeout=max(self._decode_s, 0.001))
+                if not future.done():
+                    return 0
             self._inflight = None
             logits, cache = future.result()
             used = len(ids)
@@ -871,7 +878,9 @@ class Scheduler:
             self.stats.overlapped_steps += 1
         keys = list(self._batch.keys)
         seqs = [self._running[k] for k in keys]
+        started = time.perf_counter()
         logits = self._batch.step(self.decoder, [s.generated[-1] for s in seqs])
+        self._decode_s = time.perf_counter() - started
         tokens = np.argmax(logits, axis=-1)
         deltas: list[TokenDelta] = []
         for seq, token in zip(seqs, tokens, strict=True):

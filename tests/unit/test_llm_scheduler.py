@@ -90,12 +90,13 @@ def test_tokens_equal_single_sequence_greedy_for_any_schedule(seed: int, overlap
 @pytest.mark.parametrize("first_at", [0, 3], ids=["beside", "prefill-first"])
 def test_under_a_backlog_the_decode_waits_for_the_prefill(first_at: int) -> None:
     """``prefill_first_at``: with that many prompts waiting for their prefill, a decode
-    step waits for the prefill in flight (off, it never does); tokens are unchanged."""
+    step waits for the prefill in flight, for about one decode step's time at a go (off,
+    it never does); tokens are unchanged."""
     rng = random.Random(7)
 
     class SlowPrefill(AttentionDecoder):  # a prefill still in flight when the step checks
         def forward(self, ids, past=None):  # type: ignore[no-untyped-def]
-            time.sleep(0.02)
+            time.sleep(0.05)  # many decode steps long: one wait must not cover it
             return super().forward(ids, past)
 
     decoder = SlowPrefill(7)
@@ -107,7 +108,9 @@ def test_under_a_backlog_the_decode_waits_for_the_prefill(first_at: int) -> None
     requests = [Request(str(k), tuple(p), 8, STOP) for k, p in enumerate(prompts)]
     assert _run(scheduler, requests, rng, p_arrive=1.0) == want  # all at once: a backlog
     if first_at:
-        assert scheduler.stats.prefill_first_steps > 0
+        # Sliced: several waiting steps per prompt. Waiting out each prefill whole, a
+        # step would collect one prompt per wait, at most one wait per prompt.
+        assert scheduler.stats.prefill_first_steps > len(prompts)
     else:
         assert scheduler.stats.prefill_first_steps == 0
         assert scheduler.stats.overlapped_steps > 0
