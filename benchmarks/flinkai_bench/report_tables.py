@@ -273,7 +273,8 @@ TABLES: dict[str, TableSpec] = {
         "The 1,024-prompt burst ran before prefill moved beside the decode steps: "
         "`2026-12-06-2vcpu/llm-serve-stop46.json`; the run before prefill-first under a "
         "backlog and the stricter max-rate judge: `llm-serve-stop50.json`; before store calls "
-        "moved off the stepping thread: `llm-serve-stop51.json`.",
+        "moved off the stepping thread: `llm-serve-stop51.json`; before the sliced backlog wait "
+        "and the worker's gc freeze: `llm-serve-stop52.json`.",
     ),
     "llm-serve-memory": TableSpec(
         source=f"{_D6}/llm-serve.json",

@@ -182,8 +182,8 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
             self._metrics_at = 0
             # What is loaded now (PyFlink, Beam, the model) lives as long as the worker.
             # Frozen, the collector's full passes skip it: such a pass holds the GIL,
-            # and on the worker's objects one took up to 168 ms, stalling every
-            # running sequence's next token.
+            # so on all the worker's objects it stalled every running sequence's next
+            # token (up to 168 ms in an instrumented run).
             gc.collect()
             gc.freeze()
 
