@@ -146,6 +146,19 @@ LLM_PREEMPTIONS = MetricSpec(
     "llm_preemptions", "counter", "running sequences preempted to the store under KV pressure"
 )
 LLM_GENERATED_TOKENS = MetricSpec("llm_generated_tokens", "counter", "tokens generated")
+LLM_SESSION_OFFLOADS = MetricSpec(
+    "llm_session_offloads", "counter", "resident session KV moved to the store under KV pressure"
+)
+LLM_STORE_WAIT_MS = MetricSpec(
+    "llm_store_wait_ms",
+    "counter",
+    "ms the decode steps waited, at the KV budget, for store writes to free memory",
+)
+LLM_PREFILL_FIRST_STEPS = MetricSpec(
+    "llm_prefill_first_steps",
+    "counter",
+    "decode steps that first waited for a prefill under a backlog (llm.prefill_first_at)",
+)
 LLM_QUEUE_FULL = MetricSpec(
     "llm_queue_full", "counter", "prompts dead-lettered as queue_full at the state limits"
 )
@@ -193,6 +206,9 @@ METRICS: dict[str, MetricSpec] = {
         LLM_KV_BUDGET_BYTES,
         LLM_PREEMPTIONS,
         LLM_GENERATED_TOKENS,
+        LLM_SESSION_OFFLOADS,
+        LLM_STORE_WAIT_MS,
+        LLM_PREFILL_FIRST_STEPS,
         LLM_QUEUE_FULL,
         *LLM_LATENCIES,
     )
