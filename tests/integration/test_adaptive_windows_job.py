@@ -89,8 +89,13 @@ def test_windows_follow_the_delay_and_shrink_on_drift(
 ) -> None:
     base = load_config(env={})
     port = free_port()
+    # Checkpoints every 2 s, not 5: the first window and the last wait for a commit.
     config = base.with_overrides(
-        runtime={"flink_conf": {**base.runtime.flink_conf, **SETTINGS}, "prometheus_port": port}
+        runtime={
+            "flink_conf": {**base.runtime.flink_conf, **SETTINGS},
+            "prometheus_port": port,
+            "checkpoint_interval_ms": 2000,
+        }
     )
     run_id = uuid.uuid4().hex[:8]
     source, drift, windows, dlq = (

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,13 +118,6 @@ def _scores(snapshot: TopicSnapshot) -> tuple[dict[Key, float], Counter[Key]]:
     return {(r["series"], int(r["ts_ms"])): float(r["score"]) for r in rows}, keys
 
 
-@pytest.fixture
-def flink_cluster(tmp_path: Path) -> Iterator[LocalFlinkCluster]:
-    """A standalone cluster with one single-slot TaskManager; logs stay in tmp_path."""
-    with LocalFlinkCluster(tmp_path / "flink", slots=1) as cluster:
-        yield cluster
-
-
 def test_anomaly_state_survives_taskmanager_kill(
     kafka_broker: LocalKafka, tiny_model: Path, flink_cluster: LocalFlinkCluster
 ) -> None:
@@ -139,8 +131,11 @@ def test_anomaly_state_survives_taskmanager_kill(
             "flinkai.anomaly.scorer.likelihood": "gaussian",
             "flinkai.anomaly.scorer.peak_window": str(ScorerConfig().peak_window)}  # fmt: skip
     # 12 restarts 3 s apart: time for the new TaskManager to register on a busy host,
-    # still inside the runner's transaction-timeout check (900 s).
-    runtime = {"flink_conf": conf, "restart_attempts": 12, "restart_delay_ms": 3000}
+    # still inside the runner's transaction-timeout check (900 s). Checkpoints 3 s apart
+    # (the default is 5 s): the kill window, a quarter to three quarters of an interval
+    # after one, still holds scores in the open transaction.
+    runtime = {"flink_conf": conf, "restart_attempts": 12, "restart_delay_ms": 3000,
+               "checkpoint_interval_ms": 3000}  # fmt: skip
     config = base.with_overrides(runtime=runtime)
     job = AnomalyJob(kafka_broker.bootstrap, config=config,
                      target=Target(flink_cluster.jobmanager), model=tiny_model)  # fmt: skip

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from flinkai.config import load_config
 from flinkai.kafka.admin import Record
 from flinkai.kafka.broker import LocalKafka
 from flinkai.local.process import free_port
@@ -37,6 +38,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 N = 300
 WARM = 20
 RATE = 15.0
+#: The Python-worker kill's checkpoints: 3 s (the default is 5 s) still leaves 1.5 s of
+#: records, about 20, in the open transaction at the kill, and shortens every wait for
+#: a commit, the last two checkpoints included.
+CHECKPOINTS = {"checkpoint_interval_ms": 3000}
 #: PyFlink's own switch: "process" runs each Python UDF worker as a child process of
 #: the MiniCluster JVM; the default ("loopback") runs it as a thread of this process.
 WORKER_MODE = "_python_worker_execution_mode"
@@ -47,7 +52,7 @@ def test_sigkill_python_worker_mid_stream(
 ) -> None:
     monkeypatch.setenv(WORKER_MODE, "process")
     events, ids, _ = make_events(N)
-    config, api = with_rest()
+    config, api = with_rest(load_config(env={}).with_overrides(runtime=CHECKPOINTS))
     job = StreamingJob(kafka_broker.bootstrap, config=config)
     interval_s = config.runtime.checkpoint_interval_ms / 1000
     # Earlier loopback jobs in this session may hold harness threads; count new ones only.
@@ -59,7 +64,8 @@ def test_sigkill_python_worker_mid_stream(
         in_process = loopback_workers_here() - loopback_before
         restarts_before = api.restarts(job.job_id)
         # On the clock (19 s): the kill, a checkpoint and half an interval after WARM + 10
-        # commits, still comes while the stream runs (about 8 s of it left in two runs).
+        # commits, still comes while the stream runs (about 8 s of it left in two runs
+        # with 5 s checkpoints).
         producer = job.produce_paced(events[WARM:], per_second=RATE, on_clock=True)
         assert job.wait_for(lambda n: n >= WARM + 10, timeout_s=60) >= WARM + 10
         between_checkpoints(api, job.job_id, interval_s)
@@ -106,9 +112,10 @@ def test_kafka_broker_sigkill_with_open_transaction(
         try:
             job.warm_up(events, WARM)
             # Input pauses while the broker is down, so no event is lost or sent twice
-            # by a producer that gives up or retries.
+            # by a producer that gives up or retries. On the clock (19 s plus the pause):
+            # the kill comes one or two checkpoints after WARM + 10 commits.
             paused = threading.Lock()
-            producer = job.produce_paced(events[WARM:], per_second=RATE, lock=paused)
+            producer = job.produce_paced(events[WARM:], per_second=RATE, lock=paused, on_clock=True)
             assert job.wait_for(lambda n: n >= WARM + 10, timeout_s=60) >= WARM + 10
             # Kill only once the sink's open transaction holds records on the log;
             # halfway between checkpoints its commit is seconds away.

@@ -8,7 +8,8 @@ processes died, the job restarted and recorded the failure, it restored a checkp
 taken before the kill, and the killed attempt's open transaction left aborted
 records. Then the outcome: the ``read_committed`` adapters topic holds each version
 once, in order, and each is byte-identical to the version the same trainer makes in
-this process over the same records without any failure (:func:`~flinkai.finetune.replay.replay`).
+a child process over the same records without any failure (:func:`~flinkai.finetune.replay.replay`,
+run beside the job, :mod:`.background`).
 The aborted copies (``read_uncommitted``) were computed before the kill from the
 state the restore started from, so they are identical too.
 
@@ -20,8 +21,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,6 +33,7 @@ from flinkai.llm.lora import Adapter
 from flinkai.runtime.cluster import LocalFlinkCluster
 from flinkai.runtime.environment import Target
 
+from .background import beside
 from .faults import kill_between_checkpoints
 from .finetune import (
     POISON,
@@ -54,12 +54,6 @@ WARM = 16  # two versions committed before the paced part
 RATE = 16.0  # examples per second asked (the producer's round trips make it about 8)
 
 
-@pytest.fixture
-def flink_cluster(tmp_path: Path) -> Iterator[LocalFlinkCluster]:
-    with LocalFlinkCluster(tmp_path / "flink", slots=1) as cluster:
-        yield cluster
-
-
 def test_versions_are_byte_identical_across_a_taskmanager_kill(
     kafka_broker: LocalKafka, flink_cluster: LocalFlinkCluster
 ) -> None:
@@ -77,7 +71,10 @@ def test_versions_are_byte_identical_across_a_taskmanager_kill(
     job = FinetuneJob(
         kafka_broker.bootstrap, config=config, target=Target(flink_cluster.jobmanager)
     )
-    run = kill_between_checkpoints(flink_cluster, job, records, WARM, RATE)
+    # The replay without a kill needs only the records: it trains beside the job.
+    with beside(reference, records) as replayed:
+        run = kill_between_checkpoints(flink_cluster, job, records, WARM, RATE)
+        want = replayed.get(timeout=600)
 
     # Evidence of the fault, then of the replay it caused.
     run.assert_fault()
@@ -88,7 +85,6 @@ def test_versions_are_byte_identical_across_a_taskmanager_kill(
     # Outcome: every version once, in order, identical to a run without the kill.
     got = [check_version_record(r) for r in run.committed.records]
     assert [v for _, v, _ in got] == list(range(1, N // PUBLISH_EVERY + 1))
-    want = reference(records)
     assert [v.data for v in want.versions] == [data for _, _, data in got], [
         v for (_, v, data), w in zip(got, want.versions, strict=True) if data != w.data
     ]

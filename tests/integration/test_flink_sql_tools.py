@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,18 +48,19 @@ POISON = b'{"user_id": "u999", "click_text": "no time"}'  # missing_field
 CHECKPOINTS = {"execution.checkpointing.interval": "2s"}
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFlinkCluster]:
-    with LocalFlinkCluster(tmp_path_factory.mktemp("flink"), slots=1) as c:
-        yield c
+@pytest.fixture
+def cluster(flink_cluster: LocalFlinkCluster) -> LocalFlinkCluster:
+    """The session's standalone cluster (see the integration conftest), idle."""
+    return flink_cluster
 
 
 @pytest.fixture(scope="module")
 def tools_env(
-    cluster: LocalFlinkCluster, tmp_path_factory: pytest.TempPathFactory
+    standalone_cluster: LocalFlinkCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, str]:
     opt = opt_dir(tmp_path_factory.mktemp("opt"))
-    return tool_environment(cluster.conf_dir, cluster.lib_dir, cluster.log_dir, opt)
+    c = standalone_cluster
+    return tool_environment(c.conf_dir, c.lib_dir, c.log_dir, opt)
 
 
 def _topics(bootstrap: str, tool: str) -> dict[str, str]:

@@ -74,6 +74,8 @@ def test_hot_swaps_under_steady_load(
     config = base.with_overrides(
         registry={"enabled": True, "root": str(root), "name": "minilm", "poll_interval_s": 0.5},
         # The model's own name stays all-MiniLM-L6-v2: its artifact manifest must match.
+        # Checkpoints every 2 s, not 5: the warm-up and the last events wait for a commit.
+        runtime={"checkpoint_interval_ms": 2000},
     )
     events = [event(i) for i in range(N)]
     job = StreamingJob(kafka_broker.bootstrap, config=config)

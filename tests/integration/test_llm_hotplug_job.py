@@ -59,10 +59,12 @@ def test_a_version_published_mid_stream_serves_later_prompts_without_a_restart(
     adapters_topic = f"adapters-{uuid.uuid4().hex[:8]}"
     create_topics(bootstrap, [adapters_topic], configs=adapter_topic_configs())
     base, api = with_rest()
+    # Checkpoints every 2 s, not 5: each wave and each probe waits for its commit.
     config = base.with_overrides(
         llm={"model": export.root.name, "dir": str(export.root), "store": "memory",
              "max_new_tokens": NEW_TOKENS, "adapters_topic": adapters_topic},
         kafka={"bootstrap_servers": bootstrap},
+        runtime={"checkpoint_interval_ms": 2000},
     )  # fmt: skip
     model = load_prompt_model(config)
     versions = {v: adapter(model.decoder, v) for v in (1, 2)}

@@ -11,13 +11,18 @@ restore from a checkpoint taken before the kill, aborted records of the open
 transaction, no input left), then the outcome: each prompt has exactly one completion on the
 ``read_committed`` topic, identical to single-sequence greedy (the prompts in state at
 the kill were decoded again, from the start), and each bad record one dead letter.
+
+Greedy decoding of the prompts one by one runs in a child process at the lowest
+priority while the job runs (:mod:`.background`), so the burst cannot wait for it to
+leave out the prompts whose greedy path passes a near-tie (batching may flip those, see
+:func:`~.test_llm_burst.expected`): it holds all of them. Every prompt is checked for
+exactly one completion, each one without a near-tie for equality with greedy.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +34,7 @@ from flinkai.runtime.cluster import LocalFlinkCluster
 from flinkai.runtime.environment import Target
 from flinkai.testing import check_exactly_once
 
+from .background import beside
 from .faults import kill_between_checkpoints
 from .llm import tiny_decoder_dir
 from .test_llm_burst import LlmJob, expected, llm_config, prompts
@@ -54,10 +60,10 @@ class KilledLlmJob(LlmJob):
         return read_to_end_offsets(self.bootstrap, self.topics[1], isolation, timeout_s=60.0)
 
 
-@pytest.fixture
-def flink_cluster(tmp_path: Path) -> Iterator[LocalFlinkCluster]:
-    with LocalFlinkCluster(tmp_path / "flink", slots=1) as cluster:
-        yield cluster
+def greedy_reference(tiny: Path, texts: dict[str, str]) -> dict[str, str]:
+    """:func:`~.test_llm_burst.expected`'s completions (near-ties left out), for :func:`beside`."""
+    want, _ = expected(llm_config(load_config(env={}), tiny), texts)
+    return want
 
 
 def test_every_prompt_completes_once_across_a_taskmanager_kill(
@@ -71,14 +77,15 @@ def test_every_prompt_completes_once_across_a_taskmanager_kill(
         restart_delay_ms=3000,
         checkpoint_interval_ms=2000,
     )
-    want, _ = expected(config, prompts(N, seed=1))
-    texts = {k: v for k, v in prompts(N, seed=1).items() if k in want}
+    texts = prompts(N, seed=1)
     records = [json.dumps({"id": k, "prompt": v}).encode() for k, v in texts.items()]
     records[WARM + 10 : WARM + 10] = POISON  # inside the burst
     job = KilledLlmJob(
         kafka_broker.bootstrap, config=config, target=Target(flink_cluster.jobmanager)
     )
-    run = kill_between_checkpoints(flink_cluster, job, records, WARM, RATE)
+    with beside(greedy_reference, tiny, texts) as reference:
+        run = kill_between_checkpoints(flink_cluster, job, records, WARM, RATE)
+        want = reference.get(timeout=600)
 
     # Evidence of the fault, then of the replay it caused.
     run.assert_fault()
@@ -95,7 +102,8 @@ def test_every_prompt_completes_once_across_a_taskmanager_kill(
         d["id"]: d["completion"]
         for d in (json.loads(r.value or b"") for r in run.committed.records)
     }
-    differ = [k for k in texts if got[k] != want[k]]
+    assert len(want) >= 0.9 * N, f"{N - len(want)} near-tie prompts"
+    differ = [k for k in want if got[k] != want[k]]
     assert not differ, [(k, got[k], want[k]) for k in differ[:3]]
     reasons = Counter(json.loads(r.value or b"")["reason"] for r in run.dead.records)
     assert reasons == Counter({"not_json": 1, "empty_prompt": 1}), reasons

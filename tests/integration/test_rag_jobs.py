@@ -79,7 +79,10 @@ POISON: dict[bytes, str] = {
 #: tokens keep the decoder's share of the module's time small.
 ANSWER_LLM = {"max_new_tokens": 8, "max_prompt_tokens": 192}
 FAULT_DOCS = 30
-FAULT_EVENTS = 160
+#: 25 s at RATE; in two runs the job had restarted within 11 s of its start. The first
+#: 32 events (8 s) and the other 68 each hold every kind: upsert, delete, tombstone,
+#: stale copy.
+FAULT_EVENTS = 100
 RATE = 4.0
 WORKER_MODE = "_python_worker_execution_mode"
 
@@ -164,9 +167,9 @@ def ingest(
     base = load_config(env={}).with_overrides(
         rag=_rag_config(chroma_server, f"rag-ingest-{run_id}")
     )
-    # A longer interval than the default 5 s leaves a wide window between two
-    # checkpoints for the kill to land in.
-    config, api = with_rest(base.with_overrides(runtime={"checkpoint_interval_ms": 8000}))
+    # The kill lands in the first half of an interval, right after an index write: at
+    # RATE, 2.5 s hold about 10 events.
+    config, api = with_rest(base.with_overrides(runtime={"checkpoint_interval_ms": 5000}))
     topics = (f"docs-{run_id}", f"acks-{run_id}", f"rag-dlq-{run_id}")
     bootstrap = kafka_broker.bootstrap
     create_topics(bootstrap, list(topics))

@@ -18,7 +18,6 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,14 +67,8 @@ def _committed_ids(bootstrap: str, topic: str, expect: int) -> list[str]:
     return [json.loads(r.value)["user_id"] for r in records if r.value]
 
 
-@pytest.fixture
-def session_cluster(tmp_path: Path) -> Iterator[LocalFlinkCluster]:
-    with LocalFlinkCluster(tmp_path / "flink", slots=1) as cluster:
-        yield cluster
-
-
 def test_cli_detach_runs_workers_on_the_taskmanager(
-    kafka_broker: LocalKafka, model_artifacts: object, session_cluster: LocalFlinkCluster
+    kafka_broker: LocalKafka, model_artifacts: object, flink_cluster: LocalFlinkCluster
 ) -> None:
     bootstrap = kafka_broker.bootstrap
     run_id = uuid.uuid4().hex[:8]
@@ -84,7 +77,7 @@ def test_cli_detach_runs_workers_on_the_taskmanager(
         bootstrap, [variables[k] for k in ("CLICKS_TOPIC", "EMBEDDINGS_TOPIC", "DLQ_TOPIC")]
     )
     produce(bootstrap, variables["CLICKS_TOPIC"], _events(0, 20))
-    argv = [str(FLINKAI), "run", str(JOB), "--jobmanager", session_cluster.jobmanager, "--detach"]
+    argv = [str(FLINKAI), "run", str(JOB), "--jobmanager", flink_cluster.jobmanager, "--detach"]
     for name, value in variables.items():
         argv += ["--var", f"{name}={value}"]
 
@@ -97,20 +90,20 @@ def test_cli_detach_runs_workers_on_the_taskmanager(
     match = re.search(r"submitted job ([0-9a-f]{32})", client.stdout)
     assert match, client.stdout
     job_id = match.group(1)
-    api = session_cluster.api
+    api = flink_cluster.api
     try:
         # The client has exited; results still arrive, so the job does not need it.
         assert sorted(_committed_ids(bootstrap, variables["EMBEDDINGS_TOPIC"], 20)) == sorted(
             f"r{i}" for i in range(20)
-        ), session_cluster.log_tail()
+        ), flink_cluster.log_tail()
         # The UDF workers are the TaskManager's children: the client that could have
         # hosted a loopback pool has exited, and nothing else runs Python for the job.
-        workers = session_cluster.taskmanager_children()
+        workers = flink_cluster.taskmanager_children()
         assert any("beam_boot" in cmd for cmd in workers.values()), workers
 
-        killed = session_cluster.kill_taskmanager()
+        killed = flink_cluster.kill_taskmanager()
         assert not killed.alive()
-        session_cluster.start_taskmanager()
+        flink_cluster.start_taskmanager()
         produce(bootstrap, variables["CLICKS_TOPIC"], _events(20, 20))
         ids = _committed_ids(bootstrap, variables["EMBEDDINGS_TOPIC"], 40)
         assert wait_until(lambda: api.restarts(job_id) >= 1, timeout_s=60), (
@@ -118,7 +111,7 @@ def test_cli_detach_runs_workers_on_the_taskmanager(
         )
         assert api.job_exceptions(job_id), "no failure in the job's exception history"
         counts = Counter(ids)
-        assert set(counts) == {f"r{i}" for i in range(40)}, session_cluster.log_tail()
+        assert set(counts) == {f"r{i}" for i in range(40)}, flink_cluster.log_tail()
         assert max(counts.values()) == 1, [k for k, n in counts.items() if n > 1]
         assert api.job_status(job_id) == "RUNNING"
     finally:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,13 +84,6 @@ def same(got: dict[str, Any], want: dict[str, Any]) -> bool:
     return True
 
 
-@pytest.fixture
-def flink_cluster(tmp_path: Path) -> Iterator[LocalFlinkCluster]:
-    """A standalone cluster with one single-slot TaskManager; logs stay in tmp_path."""
-    with LocalFlinkCluster(tmp_path / "flink", slots=1) as cluster:
-        yield cluster
-
-
 def test_decisions_survive_taskmanager_kill(
     kafka_broker: LocalKafka,
     risk_models: Path,
@@ -103,7 +95,11 @@ def test_decisions_survive_taskmanager_kill(
     accounts = write_accounts(tmp_path / "accounts.csv")
     base = load_config(env={})
     # 12 restarts 3 s apart: time for the new TaskManager to register on a busy host.
-    config = base.with_overrides(runtime={"restart_attempts": 12, "restart_delay_ms": 3000})
+    # Checkpoints 3 s apart (the default is 5 s): the kill window, a quarter to three
+    # quarters of an interval after one, still holds decisions in the open transaction.
+    config = base.with_overrides(
+        runtime={"restart_attempts": 12, "restart_delay_ms": 3000, "checkpoint_interval_ms": 3000}
+    )
     job = RiskJob(kafka_broker.bootstrap, config=config, target=Target(flink_cluster.jobmanager),
                   models=risk_models, accounts=accounts)  # fmt: skip
     run = kill_between_checkpoints(flink_cluster, job, records, WARM, RATE)

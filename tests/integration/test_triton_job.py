@@ -88,9 +88,15 @@ def _triton(run_dir: Path, venv: Path, *, max_queue_size: int = 0) -> Iterator[T
 def _job(
     bootstrap: str, server: TritonServer, prefix: str, *, timeout_s: float, batch_size: int
 ) -> tuple[StreamingJob, FlinkRest]:
-    """The embed job on the Triton backend, with the MiniCluster's REST API on a free port."""
+    """The embed job on the Triton backend, with the MiniCluster's REST API on a free port.
+
+    Checkpoints every 2 s, not 5: every wait for committed output (the warm-up, the
+    outage's first dead letter, the final counts and two more checkpoints) is a wait
+    for a checkpoint, and no fault here touches Flink.
+    """
     config, api = with_rest(
         load_config(env={}).with_overrides(
+            runtime={"checkpoint_interval_ms": 2000},
             embedding={"backend": "triton", "batch_size": batch_size},
             triton={
                 "url": server.grpc_url,
@@ -272,7 +278,7 @@ def test_triton_overloaded_sheds_to_the_dlq(
             produce(job.bootstrap, job.topics[0], events[WARM : WARM + n_burst])
             _wait_accounted(job, WARM + n_burst, timeout_s=90)
             # Load gone: the breaker must close again and single events embed.
-            job.produce_paced(calm, per_second=2.0).join(timeout=60)
+            job.produce_paced(calm, per_second=2.0, on_clock=True).join(timeout=60)
             out, dlq, restarts = _finish(job, api, n, timeout_s=90)
         finally:
             job.cancel()
