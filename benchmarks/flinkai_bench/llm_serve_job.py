@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing
+import os
 import threading
 import time
 import uuid
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from flinkai_bench.llm_serve_rows import Item, Record, Row
+from flinkai_bench.shared.rss import process_kind, tree_usage
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -279,6 +281,7 @@ def _memory_run(conn: Any, encoded: str, texts: list[list[str]], bootstrap: str,
     e2e: list[float] = []
     cached = 0
     started = time.monotonic()
+    cpu0 = time.process_time()
     n = done = 0
     with RssSampler() as rss:
         while done < total:
@@ -305,6 +308,7 @@ def _memory_run(conn: Any, encoded: str, texts: list[list[str]], bootstrap: str,
                 done += 1
             time.sleep(0.01)
     seconds = time.monotonic() - started
+    cpu_s = time.process_time() - cpu0
     stats = service.scheduler.stats
     prefix = service.scheduler.prefix
     prefix_hits = prefix.stats.hits if prefix is not None else 0
@@ -327,8 +331,15 @@ def _memory_run(conn: Any, encoded: str, texts: list[list[str]], bootstrap: str,
         "session_offloads": stats.session_offloads,
         "store_wait_ms": round(stats.store_wait_ms, 1),
         "prefix_hits": prefix_hits,
+        "worker_cpu_s": round(cpu_s, 1),
     })  # fmt: skip
     conn.close()
+
+
+def _broker_ticks() -> int:
+    """CPU ticks of the local broker this bench started (0: none, e.g. ``--bootstrap``)."""
+    _, ticks = tree_usage(os.getpid())
+    return sum(t for pid, t in ticks.items() if process_kind(pid) == "kafka broker")
 
 
 def memory_workload(bootstrap: str, config: Any, model: Any, pool: Sequence[Item], args: Any,
@@ -354,9 +365,13 @@ def memory_workload(bootstrap: str, config: Any, model: Any, pool: Sequence[Item
         proc = ctx.Process(
             target=_memory_run, args=(child, encode_config(cfg), texts, bootstrap, think_s)
         )
+        before = _broker_ticks()
         proc.start()
         result = parent.recv()
         proc.join(60)
+        # The broker shares the cores with the worker here: what the store costs it.
+        used = _broker_ticks() - before
+        result["broker_cpu_s"] = round(used / os.sysconf("SC_CLK_TCK"), 1) if before else None
         return result
 
     def row(workload: str, variant: str, r: dict[str, Any], base: dict[str, Any] | None,
@@ -368,6 +383,7 @@ def memory_workload(bootstrap: str, config: Any, model: Any, pool: Sequence[Item
             "e2e_p50_ms": r["e2e_ms"]["p50"], "peak_kv_mb": round(r["peak_kv_bytes"] / 2**20, 1),
             "peak_rss_mb": r["peak_rss_mb"], "offloads": r["session_offloads"],
             "store_wait_ms": r["store_wait_ms"],
+            "worker_cpu_s": r["worker_cpu_s"], "broker_cpu_s": r["broker_cpu_s"],
         }  # fmt: skip
         if base is not None:
             out["kv_ratio"] = round(r["peak_kv_bytes"] / base["peak_kv_bytes"], 3)
