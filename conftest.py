@@ -13,6 +13,7 @@ from flinkai.kafka.broker import LocalKafka
 from flinkai.models.artifacts import ModelArtifacts
 from flinkai.rag.server import ChromaServer
 from flinkai.testing import start_session_broker, unique_topic
+from tests.services import start_or_fail
 
 #: Datasets shared between checkouts (``$FLINKAI_DATASETS_DIR`` or
 #: ``<repo>/../shared/datasets``); may be absent.
@@ -50,14 +51,9 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ChromaSe
     at it. Tests share the server, so each uses its own collection
     (:func:`chroma_collection`). A missing ``chromadb`` fails rather than skips.
     """
-    server = ChromaServer(tmp_path_factory.mktemp("chroma"))
-    failure: str | None = None
-    try:
-        server.start()
-    except SetupError as e:
-        failure = f"cannot start the test Chroma server: {e}"
-    if failure is not None:
-        pytest.fail(failure, pytrace=False)
+    server = start_or_fail(
+        ChromaServer(tmp_path_factory.mktemp("chroma")), "the test Chroma server"
+    )
     try:
         yield server
     finally:

@@ -12,8 +12,8 @@ from flinkai.anomaly.nab import require_nab_folder
 from flinkai.anomaly.spec import ModelSpec
 from flinkai.anomaly.train import TrainOptions, train_model
 from flinkai.datasets import datasets_dir
-from flinkai.errors import SetupError
 from flinkai.runtime.cluster import LocalFlinkCluster
+from tests.services import start_or_fail
 
 #: NAB in its layout (``data/<group>/*.csv``, ``combined_windows.json``), as CI has it.
 SHARED_NAB = datasets_dir() / "nab"
@@ -78,13 +78,7 @@ def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loc
     # keeps that.
     conf = {"resourcemanager.standalone.start-up-time": "24 h"}
     cluster = LocalFlinkCluster(tmp_path_factory.mktemp("flink"), slots=1, flink_conf=conf)
-    failure: str | None = None
-    try:
-        cluster.start()
-    except SetupError as e:
-        failure = f"cannot start the standalone Flink cluster: {e}"
-    if failure is not None:
-        pytest.fail(failure, pytrace=False)
+    start_or_fail(cluster, "the standalone Flink cluster")
     try:
         yield cluster
     finally:

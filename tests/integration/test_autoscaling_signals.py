@@ -26,6 +26,7 @@ from flinkai.local.process import free_port, spawn, stop_group, tcp_open, wait_u
 from flinkai.local.prometheus import LocalPrometheus, ScrapeTarget
 from flinkai_bench.autoscaling import render
 from flinkai_bench.scaling.harness import source_lag_query
+from tests.services import start_or_fail
 
 from .streaming import POISON, StreamingJob, make_events
 
@@ -69,14 +70,7 @@ def gpu_endpoint(tmp_path: Path) -> Iterator[str]:
 
 def _prometheus(tmp_path: Path, targets: list[ScrapeTarget]) -> LocalPrometheus:
     prom = LocalPrometheus(tmp_path / "prometheus", targets, scrape_interval_s=1.0)
-    failure: str | None = None
-    try:
-        prom.start()
-    except ServiceError as e:
-        failure = f"cannot start Prometheus: {e}"
-    if failure is not None:
-        pytest.fail(failure, pytrace=False)
-    return prom
+    return start_or_fail(prom, "Prometheus", (ServiceError,))
 
 
 def test_chart_adapter_queries_on_a_running_job(
