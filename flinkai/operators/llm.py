@@ -315,7 +315,7 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
             g[metrics.LLM_GENERATED_TOKENS.name](s.generated_tokens)
             g[metrics.LLM_QUEUE_FULL.name](self._service.queue_full)
             g[metrics.LLM_SESSION_OFFLOADS.name](s.session_offloads)
-            g[metrics.LLM_STORE_WAIT_MS.name](round(s.store_wait_ms))
+            g[metrics.LLM_STORE_WAIT_MS.name](s.store_wait_ms)  # the setter rounds
             g[metrics.LLM_PREFILL_FIRST_STEPS.name](s.prefill_first_steps)
             windows = {"ttft": s.ttft_ms, "tpot": s.tpot_ms, "itl": s.itl_ms,
                        "e2e": s.e2e_ms, "queue": s.queue_ms}  # fmt: skip
