@@ -176,6 +176,24 @@ LLM_LATENCIES = tuple(
     for q in (50, 90, 99)
 )
 
+#: What the LLM operator exports, all as gauges (:func:`gauge`), in registration order;
+#: :meth:`flinkai.functions.llm_service.CompletionService.gauges` gives their values.
+LLM_GAUGES = (
+    LLM_RUNNING,
+    LLM_WAITING,
+    LLM_HELD_PROMPTS,
+    LLM_HELD_BYTES,
+    LLM_KV_BYTES,
+    LLM_KV_BUDGET_BYTES,
+    LLM_PREEMPTIONS,
+    LLM_GENERATED_TOKENS,
+    LLM_QUEUE_FULL,
+    LLM_SESSION_OFFLOADS,
+    LLM_STORE_WAIT_MS,
+    LLM_PREFILL_FIRST_STEPS,
+    *LLM_LATENCIES,
+)
+
 #: The HPA's backlog metric: Kafka records the job's sources have not read yet, in
 #: embedding batches (prometheus-adapter rule over Flink's pendingRecords).
 BACKLOG_DEPTH = "ai_operator_backlog_depth"
@@ -198,19 +216,7 @@ METRICS: dict[str, MetricSpec] = {
         WINDOW_LENGTH_MS,
         INTERNAL_ERRORS,
         LLM_PREFIX_MISSES,
-        LLM_RUNNING,
-        LLM_WAITING,
-        LLM_HELD_PROMPTS,
-        LLM_HELD_BYTES,
-        LLM_KV_BYTES,
-        LLM_KV_BUDGET_BYTES,
-        LLM_PREEMPTIONS,
-        LLM_GENERATED_TOKENS,
-        LLM_SESSION_OFFLOADS,
-        LLM_STORE_WAIT_MS,
-        LLM_PREFILL_FIRST_STEPS,
-        LLM_QUEUE_FULL,
-        *LLM_LATENCIES,
+        *LLM_GAUGES,
     )
 }
 
@@ -242,12 +248,14 @@ def gauge(group: Any, spec: MetricSpec) -> Callable[[float], None]:
     exported series reads the last value set.
     """
     counter = group.counter(spec.name)
-    last = [0]
+    last: list[int | None] = [None]
 
     def set_value(value: float) -> None:
         scaled = round(float(value) * spec.scale)
         if scaled != last[0]:
-            counter.inc(scaled - last[0])
+            # The first call moves it even by 0: PyFlink creates the JVM-side metric on
+            # its first update, so a gauge that stays 0 would never be exported at all.
+            counter.inc(scaled - (last[0] or 0))
             last[0] = scaled
 
     return set_value

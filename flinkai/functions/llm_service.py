@@ -211,6 +211,34 @@ class CompletionService:
     def held_bytes(self) -> int:
         return self._held_bytes
 
+    def gauges(self) -> dict[str, float]:
+        """Every metric the LLM operator exports, by name, as of now.
+
+        The keys are the names of :data:`flinkai.metrics.LLM_GAUGES`, which the
+        operator registers; one table here keeps the two from drifting apart.
+        """
+        s = self.scheduler.stats
+        values: dict[str, float] = {
+            "llm_running": s.running,
+            "llm_waiting": s.waiting,
+            "llm_held_prompts": self.held,
+            "llm_held_bytes": self._held_bytes,
+            "llm_kv_bytes": s.kv_bytes,
+            "llm_kv_budget_bytes": self.scheduler.config.kv_budget_bytes,
+            "llm_preemptions": s.preemptions,
+            "llm_generated_tokens": s.generated_tokens,
+            "llm_queue_full": self.queue_full,
+            "llm_session_offloads": s.session_offloads,
+            "llm_store_wait_ms": s.store_wait_ms,
+            "llm_prefill_first_steps": s.prefill_first_steps,
+        }
+        windows = {"ttft": s.ttft_ms, "tpot": s.tpot_ms, "itl": s.itl_ms,
+                   "e2e": s.e2e_ms, "queue": s.queue_ms}  # fmt: skip
+        for what, window in windows.items():
+            for q in (50, 90, 99):
+                values[f"llm_{what}_ms_p{q}"] = window.percentile(float(q))
+        return values
+
     def start(self) -> None:
         self.scheduler.start()
 

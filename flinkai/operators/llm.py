@@ -170,17 +170,7 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
             group = metrics.flinkai_group(runtime_context.get_metrics_group())
             internal = group.counter(metrics.INTERNAL_ERRORS.name)
             self._guard = RowGuard("flinkai-llm", udf_errors, internal.inc)
-            self._gauges = {
-                spec.name: metrics.gauge(group, spec)
-                for spec in (
-                    metrics.LLM_RUNNING, metrics.LLM_WAITING, metrics.LLM_HELD_PROMPTS,
-                    metrics.LLM_HELD_BYTES, metrics.LLM_KV_BYTES, metrics.LLM_KV_BUDGET_BYTES,
-                    metrics.LLM_PREEMPTIONS, metrics.LLM_GENERATED_TOKENS, metrics.LLM_QUEUE_FULL,
-                    metrics.LLM_SESSION_OFFLOADS, metrics.LLM_STORE_WAIT_MS,
-                    metrics.LLM_PREFILL_FIRST_STEPS,
-                    *metrics.LLM_LATENCIES,
-                )
-            }  # fmt: skip
+            self._gauges = {spec.name: metrics.gauge(group, spec) for spec in metrics.LLM_GAUGES}
             self._metrics_at = 0
             # What is loaded now (PyFlink, Beam, the model) lives as long as the worker.
             # Frozen, the collector's full passes skip it: such a pass holds the GIL,
@@ -269,7 +259,9 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
                 yield Row(*self._emit(outcome, held))
             if timestamp >= _END_OF_INPUT:
                 yield from self._drain(bucket, held)
-            self._report(int(time.time() * 1000))
+            # A bucket left empty arms no further timer: report now, or the gauges
+            # would keep their last throttled values while the worker sits idle.
+            self._report(int(time.time() * 1000), force=not held)
             self._arm(ctx, bucket)
 
         def _ready(self, bucket: str) -> list[Outcome]:
@@ -299,29 +291,12 @@ def _make_process_function(udf_errors: ErrorPolicy) -> Any:
                 self._sessions.put(outcome.pending.session, list(outcome.history))
             return outcome.row
 
-        def _report(self, now_ms: int) -> None:
-            if now_ms - self._metrics_at < _METRICS_EVERY_MS:
+        def _report(self, now_ms: int, *, force: bool = False) -> None:
+            if not force and now_ms - self._metrics_at < _METRICS_EVERY_MS:
                 return
             self._metrics_at = now_ms
-            s = self._service.scheduler.stats
-            g = self._gauges
-            g[metrics.LLM_RUNNING.name](s.running)
-            g[metrics.LLM_WAITING.name](s.waiting)
-            g[metrics.LLM_HELD_PROMPTS.name](self._service.held)
-            g[metrics.LLM_HELD_BYTES.name](self._service.held_bytes)
-            g[metrics.LLM_KV_BYTES.name](s.kv_bytes)
-            g[metrics.LLM_KV_BUDGET_BYTES.name](self._service.scheduler.config.kv_budget_bytes)
-            g[metrics.LLM_PREEMPTIONS.name](s.preemptions)
-            g[metrics.LLM_GENERATED_TOKENS.name](s.generated_tokens)
-            g[metrics.LLM_QUEUE_FULL.name](self._service.queue_full)
-            g[metrics.LLM_SESSION_OFFLOADS.name](s.session_offloads)
-            g[metrics.LLM_STORE_WAIT_MS.name](s.store_wait_ms)  # the setter rounds
-            g[metrics.LLM_PREFILL_FIRST_STEPS.name](s.prefill_first_steps)
-            windows = {"ttft": s.ttft_ms, "tpot": s.tpot_ms, "itl": s.itl_ms,
-                       "e2e": s.e2e_ms, "queue": s.queue_ms}  # fmt: skip
-            for spec in metrics.LLM_LATENCIES:
-                what, q = spec.name.removeprefix("llm_").split("_ms_p")
-                g[spec.name](windows[what].percentile(float(q)))
+            for name, value in self._service.gauges().items():
+                self._gauges[name](value)  # the setter rounds
 
     return _Process()
 

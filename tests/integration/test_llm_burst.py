@@ -26,16 +26,18 @@ from pathlib import Path
 
 import pytest
 
+from flinkai import metrics
 from flinkai.config import Config
 from flinkai.functions.llm import load_prompt_model
 from flinkai.kafka.admin import create_topics, produce, read_to_end_offsets
 from flinkai.kafka.broker import LocalKafka
 from flinkai.llm.compare import greedy_with_margins
+from flinkai.local.process import free_port
 from flinkai.runtime.runner import RunOptions, run_script
 from flinkai.testing import check_exactly_once, dead_letter_id
 
 from .llm import tiny_decoder_dir
-from .streaming import REPO, StreamingJob, with_rest
+from .streaming import REPO, StreamingJob, wait_until, with_rest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -101,8 +103,9 @@ def llm_config(base: Config, tiny: Path, **runtime: object) -> Config:
     )
 
 
-def expected(config: Config, texts: dict[str, str]) -> tuple[dict[str, str], float]:
-    """Single-sequence greedy completions, and how long decoding them one by one took.
+def expected(config: Config, texts: dict[str, str]) -> tuple[dict[str, str], int, float]:
+    """Single-sequence greedy completions, their tokens in all, and how long decoding
+    them one by one took.
 
     Prompts whose greedy path passes a near-tie (top two logits within 1e-3) are left
     out: batching may flip those legitimately (:mod:`flinkai.llm.compare`), and this
@@ -110,18 +113,31 @@ def expected(config: Config, texts: dict[str, str]) -> tuple[dict[str, str], flo
     """
     model = load_prompt_model(config)
     started = time.perf_counter()
-    out = {}
+    out, n_tokens = {}, 0
     for pid, text in texts.items():
         ids = model.prompt_ids(text)
         tokens, margin = greedy_with_margins(model.decoder, ids, NEW_TOKENS, model.stop_ids)
         if margin >= 1e-3:
             out[pid] = model.decode(tokens)
-    return out, time.perf_counter() - started
+            n_tokens += len(tokens)
+    return out, n_tokens, time.perf_counter() - started
+
+
+def scrape_llm(port: int) -> dict[str, float]:
+    """The LLM operator's metrics as Flink's Prometheus reporter exports them."""
+    scraped = metrics.scrape(f"http://127.0.0.1:{port}/metrics")
+    out = {}
+    for spec in metrics.LLM_GAUGES:
+        samples = scraped.get(metrics.prometheus_name(spec), [])
+        if samples:
+            out[spec.name] = sum(value for _, value in samples)  # one series per subtask
+    return out
 
 
 def test_a_burst_slows_the_job_and_checkpoints_keep_completing(kafka_broker: LocalKafka) -> None:
     tiny = tiny_decoder_dir()
     base, api = with_rest()
+    reporter = free_port()
     # Keep every checkpoint of the burst in the REST history (Flink keeps the last 10).
     flink_conf = {**base.runtime.flink_conf, "web.checkpoints.history": "1000"}
     config = llm_config(
@@ -130,8 +146,9 @@ def test_a_burst_slows_the_job_and_checkpoints_keep_completing(kafka_broker: Loc
         checkpoint_interval_ms=CHECKPOINT_INTERVAL_MS,
         checkpoint_timeout_ms=CHECKPOINT_TIMEOUT_MS,
         flink_conf=flink_conf,
+        prometheus_port=reporter,
     )
-    want, serial_s = expected(config, prompts(BURST))
+    want, want_tokens, serial_s = expected(config, prompts(BURST))
     texts = {k: v for k, v in prompts(BURST).items() if k in want}
     assert len(texts) >= 0.9 * BURST, f"{BURST - len(texts)} near-tie prompts"
     # The burst is heavy enough to matter: decoded one by one it outlasts the
@@ -159,6 +176,19 @@ def test_a_burst_slows_the_job_and_checkpoints_keep_completing(kafka_broker: Loc
         restarts = api.restarts(job.job_id) - warm_restarts
         for e in api.job_exceptions(job.job_id)[:2]:
             print(e.get("exceptionName"), (e.get("stacktrace") or "")[:3000])
+        # The operator's gauges reach Flink's reporter; the last one is set when the
+        # final completion leaves, so poll until it shows the queue empty.
+        gauges: dict[str, float] = {}
+
+        def settled() -> bool:
+            nonlocal gauges
+            try:
+                gauges = scrape_llm(reporter)
+            except OSError:  # the reporter is not answering yet
+                return False
+            return gauges.get("llm_held_prompts") == 0 and gauges.get("llm_generated_tokens", 0) > 0
+
+        wait_until(settled, 30, interval_s=1.0)
         job.stop(api)
     finally:
         job.cancel()
@@ -171,7 +201,8 @@ def test_a_burst_slows_the_job_and_checkpoints_keep_completing(kafka_broker: Loc
     print(
         f"burst of {len(texts)} drained in {(drained_at - burst_at) / 1000:.1f} s (serial decode "
         f"{serial_s:.1f} s); {len(during)} checkpoints during it, longest {max(durations or [0])} "
-        f"ms; counts {counts}; restarts {restarts} (before the burst: {warm_restarts})"
+        f"ms; counts {counts}; restarts {restarts} (before the burst: {warm_restarts}); "
+        f"scraped {gauges}"
     )
     # Evidence of the load: the drain took longer than the checkpoint timeout.
     assert drained_at - burst_at > CHECKPOINT_TIMEOUT_MS
@@ -189,6 +220,15 @@ def test_a_burst_slows_the_job_and_checkpoints_keep_completing(kafka_broker: Loc
     got = {d["id"]: d for d in (json.loads(r.value or b"") for r in results)}
     differ = [k for k in texts if got[k]["completion"] != want[k]]
     assert not differ, [(k, got[k]["completion"], want[k]) for k in differ[:3]]
+    # Every token generated is counted once: the burst's own (identical to greedy
+    # above, so the same count) plus the warm-up prompt's 1..NEW_TOKENS.
+    assert set(gauges) == {spec.name for spec in metrics.LLM_GAUGES}, sorted(gauges)
+    generated = gauges["llm_generated_tokens"]
+    assert want_tokens + 1 <= generated <= want_tokens + NEW_TOKENS, (generated, want_tokens)
+    assert gauges["llm_running"] == 0 and gauges["llm_waiting"] == 0, gauges
+    assert gauges["llm_held_prompts"] == 0 and gauges["llm_queue_full"] == 0, gauges
+    assert gauges["llm_kv_budget_bytes"] == config.llm.kv_budget_bytes, gauges
+    assert 0 < gauges["llm_ttft_ms_p50"] <= gauges["llm_e2e_ms_p99"], gauges
 
     source = read_to_end_offsets(job.bootstrap, job.topics[0], timeout_s=60).records
     poison_ids = {f"{r.topic}:{r.partition}:{r.offset}": POISON[r.value or b""]

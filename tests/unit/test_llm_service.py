@@ -10,6 +10,7 @@ import json
 import time
 from collections.abc import Sequence
 
+from flinkai import metrics
 from flinkai.config import Config
 from flinkai.functions.llm_service import CompletionService, Outcome, Pending
 from flinkai.kafka.deltas import DeltaAssembler
@@ -90,6 +91,27 @@ def test_prompts_complete_with_greedy_tokens_in_any_order() -> None:
         assert rows[pid][1] == model.decode(want)
         assert rows[pid][10] is None  # not a dead letter
     assert service.held == 0 and service.held_bytes == 0
+
+
+def test_gauges_name_every_exported_metric_and_count_the_work() -> None:
+    model = FakeModel()
+    service = CompletionService(config(kv_budget_bytes=10**6), model)
+    assert set(service.gauges()) == {spec.name for spec in metrics.LLM_GAUGES}
+    service.start()
+    try:
+        for offset in range(3):
+            pending = service.accept(record(f"p{offset}", "abc" * (offset + 1)), 0, offset)
+            assert isinstance(pending, Pending)
+            service.hold(pending)
+        assert service.gauges()["llm_held_prompts"] == 3
+        rows = [o.row for o in wait_for(service, 3)]
+    finally:
+        service.close()
+    g = service.gauges()
+    generated = sum(len(r[1].split()) for r in rows)  # FakeModel decodes one word per id
+    assert generated > 0 and g["llm_generated_tokens"] == generated
+    assert g["llm_kv_budget_bytes"] == 10**6 and g["llm_held_prompts"] == 0
+    assert g["llm_ttft_ms_p50"] > 0 and g["llm_e2e_ms_p99"] >= g["llm_ttft_ms_p50"]
 
 
 def test_state_limits_dead_letter_as_queue_full() -> None:
