@@ -227,6 +227,9 @@ def summarize(
         "raw_tok_s": best_tok("raw"),
         "job_tok_s": best_tok("job"),
         "job_itl_p99_ms_at_half": (half.get("itl_ms") or {}).get("p99"),
+        # Time to the first token delta as a reader of the deltas topic received it.
+        "job_first_delta_p50_ms_at_half": (half.get("ttft_at_consumer_ms") or {}).get("p50"),
+        "job_first_delta_p99_ms_at_half": (half.get("ttft_at_consumer_ms") or {}).get("p99"),
         "job_tok_s_at_itl_slo": round(max(r.tok_s for r in slo_ok), 1) if slo_ok else None,
         "single_step_ms": round(step_ms, 2),
         "identical": (result.get("job_identity") or {}).get("identical"),

@@ -2,8 +2,10 @@
 
 The job row runs ``jobs/llm_complete.sql`` on the local MiniCluster with token deltas
 on a topic: a delta's producer timestamp (set when the scheduler step that made it
-ended) gives TTFT, ITL and the time a completion was produced; completions become
-visible at a ``read_committed`` consumer when their checkpoint commits, later.
+ended) gives TTFT, ITL and the time a completion was produced; the time the bench's
+consumer received the first delta gives ``ttft_at_consumer_ms``, the wait a reader of
+the deltas topic sees. Completions become visible at a ``read_committed`` consumer when
+their checkpoint commits, later.
 """
 
 from __future__ import annotations
@@ -127,7 +129,7 @@ class JobRow(Row):
         if r is None:
             return
         if seq == 0:
-            r.first = at
+            r.first, r.first_seen = at, time.monotonic()
         r.token_times.append(at)
         if d.get("finished"):
             r.done = at

@@ -47,6 +47,9 @@ class Record:
     key: str
     arrived: float
     first: float | None = None
+    #: Job row: when the bench's consumer of the deltas topic received the first delta
+    #: (``first`` is that delta's producer timestamp, set when its step ended).
+    first_seen: float | None = None
     done: float | None = None
     admitted: float | None = None
     tokens: tuple[int, ...] = ()
@@ -74,6 +77,7 @@ class RateRun:
 
     def summary(self) -> dict[str, Any]:
         ttft = [1000 * (r.first - r.arrived) for r in self.records if r.first is not None]
+        seen = [1000 * (r.first_seen - r.arrived) for r in self.records if r.first_seen is not None]
         e2e = [1000 * (r.done - r.arrived) for r in self.records if r.done is not None]
         queue = [1000 * (r.admitted - r.arrived) for r in self.records if r.admitted is not None]
         itl = [
@@ -96,6 +100,7 @@ class RateRun:
             "keeps_up": self.keeps_up,
             "tok_s": round(self.tok_s, 1),
             "ttft_ms": _pcts(ttft),
+            "ttft_at_consumer_ms": _pcts(seen),
             "tpot_ms": _pcts(tpot),
             "itl_ms": _pcts(itl),
             "e2e_ms": _pcts(e2e),

@@ -66,10 +66,20 @@ def test_the_summary_takes_each_row_at_its_max_rate_that_kept_up() -> None:
             _run("job", 5, 175, False, 80),
         ],
     }
-    result = {"job_half_rate": {"itl_ms": {"p99": 40.0}}}
+    result = {"job_half_rate": {"itl_ms": {"p99": 40.0},
+                                "ttft_at_consumer_ms": {"p50": 300.0, "p99": 900.0}}}  # fmt: skip
     s = summarize(result, rows, step_ms=20.0)
     assert (s["per_row_tok_s"], s["raw_tok_s"], s["job_tok_s"]) == (20.0, 180.0, 170.0)
     assert s["job_over_per_row"] == 8.5 and s["job_over_raw"] == 0.94
     assert s["itl_half_over_step"] == 2.0
+    assert (s["job_first_delta_p50_ms_at_half"], s["job_first_delta_p99_ms_at_half"]) == (300, 900)
     assert s["job_tok_s_at_itl_slo"] == 90.0  # the 4/s run's ITL p99 (60 ms) misses 42.7
     assert s["burst_restarts"] is None and s["identical"] is None  # legs that did not run
+
+
+def test_a_run_reports_the_first_delta_as_its_consumer_received_it() -> None:
+    seen = Record("q0-0", 0.0, first=0.2, first_seen=0.25, done=1.0, tokens=(1, 2))
+    unseen = Record("q1-0", 0.0, first=0.3, done=1.0, tokens=(1, 2))  # per-row, raw: none
+    s = RateRun("job", 1.0, 60.0, 2, 2, 0, 4, True, [seen, unseen]).summary()
+    assert s["ttft_ms"]["n"] == 2 and s["ttft_at_consumer_ms"]["n"] == 1
+    assert s["ttft_at_consumer_ms"]["p50"] == 250.0
