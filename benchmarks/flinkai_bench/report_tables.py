@@ -248,13 +248,16 @@ TABLES: dict[str, TableSpec] = {
             col("ITL p99 ms at half", "job_itl_p99_ms_at_half", ",.1f"),
             col("/ step", "itl_half_over_step", ".2f"),
             col("tok/s at ITL p99 <= 42.7 ms", "job_tok_s_at_itl_slo", ",.1f", missing="none"),
+            col("first delta p50 ms at half", "job_first_delta_p50_ms_at_half", ",.0f"),
             col("identical", "identical"),
             col("offload KV", "offload_peak_kv_ratio", ".3f"),
             col("offload tok/s", "offload_tok_s_ratio", ".3f"),
             col("offload RSS", "offload_peak_rss_ratio", ".3f"),
         ),
         note="The run's `summary` (each row at its max rate; offload: with a budget and "
-        "Kafka offload over all resident).",
+        "Kafka offload over all resident; first delta: arrival to the first token delta at "
+        "the bench's consumer of the deltas topic). The previous run of record: "
+        "`2026-12-06-2vcpu/llm-serve-stop53.json`.",
     ),
     "llm-serve-bursts": TableSpec(
         source=f"{_D6}/llm-serve.json",
