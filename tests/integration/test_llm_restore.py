@@ -62,7 +62,7 @@ class KilledLlmJob(LlmJob):
 
 def greedy_reference(tiny: Path, texts: dict[str, str]) -> dict[str, str]:
     """:func:`~.test_llm_burst.expected`'s completions (near-ties left out), for :func:`beside`."""
-    want, _ = expected(llm_config(load_config(env={}), tiny), texts)
+    want, _, _ = expected(llm_config(load_config(env={}), tiny), texts)
     return want
 
 
