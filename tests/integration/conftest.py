@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,8 @@ from flinkai.anomaly.train import TrainOptions, train_model
 from flinkai.datasets import datasets_dir
 from flinkai.runtime.cluster import LocalFlinkCluster
 from tests.services import start_or_fail
+
+from .streaming import wait_until
 
 #: NAB in its layout (``data/<group>/*.csv``, ``combined_windows.json``), as CI has it.
 SHARED_NAB = datasets_dir() / "nab"
@@ -122,18 +123,9 @@ def flink_cluster(standalone_cluster: LocalFlinkCluster) -> Iterator[LocalFlinkC
         free = int(api.get("/overview").get("slots-available") or 0)
         return set(cluster.registered_taskmanagers()) == live and free >= 1
 
-    if not _wait(lambda: _cancel_jobs(cluster) and idle(), 60):
+    if not wait_until(lambda: _cancel_jobs(cluster) and idle(), 60):
         pytest.fail(f"the standalone cluster is not idle: {cluster.log_tail()}", pytrace=False)
     yield cluster
-    if not _wait(lambda: _cancel_jobs(cluster) and not _python_workers(cluster), 30):
+    if not wait_until(lambda: _cancel_jobs(cluster) and not _python_workers(cluster), 30):
         for tm in cluster.taskmanagers():
             cluster.kill_taskmanager(tm)
-
-
-def _wait(predicate: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.5)
-    return predicate()
