@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from flinkai import metrics
 from flinkai.config import Config
 from flinkai.functions.events import Reason, payload_base64
 from flinkai.functions.llm import LlmReason, Prompt, PromptModel, Rejected, parse_prompt
@@ -219,24 +220,24 @@ class CompletionService:
         """
         s = self.scheduler.stats
         values: dict[str, float] = {
-            "llm_running": s.running,
-            "llm_waiting": s.waiting,
-            "llm_held_prompts": self.held,
-            "llm_held_bytes": self._held_bytes,
-            "llm_kv_bytes": s.kv_bytes,
-            "llm_kv_budget_bytes": self.scheduler.config.kv_budget_bytes,
-            "llm_preemptions": s.preemptions,
-            "llm_generated_tokens": s.generated_tokens,
-            "llm_queue_full": self.queue_full,
-            "llm_session_offloads": s.session_offloads,
-            "llm_store_wait_ms": s.store_wait_ms,
-            "llm_prefill_first_steps": s.prefill_first_steps,
+            metrics.LLM_RUNNING.name: s.running,
+            metrics.LLM_WAITING.name: s.waiting,
+            metrics.LLM_HELD_PROMPTS.name: self.held,
+            metrics.LLM_HELD_BYTES.name: self._held_bytes,
+            metrics.LLM_KV_BYTES.name: s.kv_bytes,
+            metrics.LLM_KV_BUDGET_BYTES.name: self.scheduler.config.kv_budget_bytes,
+            metrics.LLM_PREEMPTIONS.name: s.preemptions,
+            metrics.LLM_GENERATED_TOKENS.name: s.generated_tokens,
+            metrics.LLM_QUEUE_FULL.name: self.queue_full,
+            metrics.LLM_SESSION_OFFLOADS.name: s.session_offloads,
+            metrics.LLM_STORE_WAIT_MS.name: s.store_wait_ms,
+            metrics.LLM_PREFILL_FIRST_STEPS.name: s.prefill_first_steps,
         }
         windows = {"ttft": s.ttft_ms, "tpot": s.tpot_ms, "itl": s.itl_ms,
                    "e2e": s.e2e_ms, "queue": s.queue_ms}  # fmt: skip
-        for what, window in windows.items():
-            for q in (50, 90, 99):
-                values[f"llm_{what}_ms_p{q}"] = window.percentile(float(q))
+        for spec in metrics.LLM_LATENCIES:  # llm_<what>_ms_p<q>
+            what, q = spec.name.removeprefix("llm_").split("_ms_p")
+            values[spec.name] = windows[what].percentile(float(q))
         return values
 
     def start(self) -> None:
